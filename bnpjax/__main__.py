@@ -1,0 +1,5 @@
+"""``python -m bnpjax`` is the ``bnpjax`` command."""
+
+from bnpjax.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,174 @@
+"""The kernel protocol every bnpjax sampler follows.
+
+A sampler is a pair of pure functions, as in BlackJAX::
+
+    init(key) -> State
+    step(key, state) -> (State, Info)
+
+made by a factory that closes over the data, ``bnpjax.models.<model>.<sampler>(data, ...)``.
+States and infos are NamedTuples (pytrees). The driver (:func:`bnpjax.infer.sample`) decides
+about ``jit``, ``vmap`` and ``lax.scan``; a kernel never runs its own loop.
+
+Factories should bind data with :class:`jax.tree_util.Partial` (see :func:`bind`) rather than
+with a Python closure: the driver then passes the data to the compiled program as arguments,
+so a second fit with data of the same shapes reuses the compiled code instead of baking the
+arrays into a new program.
+
+Info conventions read by the driver (all optional):
+
+``lp``
+    joint log density of the state (reported in ``sample_stats``);
+``acceptance_rate``
+    for Metropolis-Hastings steps;
+``num_features``
+    number of active features in variable-dimension models;
+``capacity_exceeded`` (bool) and ``capacity_needed`` (int)
+    a step that would have needed more room than the fixed-capacity buffer had. The driver
+    then grows the buffer (via ``resize`` / ``grow_state``) and re-runs the chunk from its saved
+    start state, so the kept chain is that of an unbounded sampler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "ArvizSpec",
+    "SamplingAlgorithm",
+    "bind",
+    "default_trace",
+    "pad_axis",
+]
+
+PRNGKey = jax.Array
+State = Any
+Info = Any
+#: A kept draw: ``{"posterior": {...}, "sample_stats": {...}, "log_likelihood": {...}}``.
+Trace = dict[str, dict[str, jax.Array]]
+
+#: Info fields used by the driver for capacity growth; never stored in ``sample_stats``.
+CAPACITY_FIELDS = ("capacity_exceeded", "capacity_needed")
+
+
+class ArvizSpec(NamedTuple):
+    """How the draws of a kernel are named in :class:`arviz.InferenceData`.
+
+    ``dims`` maps a variable name to the names of its non-(chain, draw) axes, ``coords`` maps a
+    dim name to its labels (dims without coords get 0..n-1). ``observed_data`` and
+    ``constant_data`` are host arrays stored once. ``settings`` (JSON-serialisable) are written
+    to the ``attrs`` of every group together with the seed and package versions.
+    """
+
+    name: str = "kernel"
+    dims: Mapping[str, Sequence[str]] = {}
+    coords: Mapping[str, Sequence[Any]] = {}
+    observed_data: Mapping[str, Any] = {}
+    constant_data: Mapping[str, Any] = {}
+    settings: Mapping[str, Any] = {}
+
+
+class SamplingAlgorithm(NamedTuple):
+    """A sampler: ``init(key) -> State`` and ``step(key, state) -> (State, Info)``.
+
+    Optional fields:
+
+    ``warmup_step``
+        used instead of ``step`` during warmup (adaptation of proposal scales and the like);
+        the kept chain uses ``step`` only, so adaptation never breaks detailed balance of the
+        kept draws.
+    ``trace``
+        ``trace(state, info) -> Trace``: what to keep per draw (defaults to
+        :func:`default_trace`). Runs inside the compiled program, only at kept draws.
+    ``spec``
+        an :class:`ArvizSpec` naming the output.
+    ``capacity``, ``resize``, ``grow_state``
+        for fixed-capacity buffers: the current capacity, a function returning the same
+        algorithm built for a larger capacity, and a function padding one chain's state to
+        that capacity.
+    """
+
+    init: Callable[[PRNGKey], State]
+    step: Callable[[PRNGKey, State], tuple[State, Info]]
+    warmup_step: Callable[[PRNGKey, State], tuple[State, Info]] | None = None
+    trace: Callable[[State, Info], Trace] | None = None
+    spec: ArvizSpec = ArvizSpec()
+    capacity: int | None = None
+    resize: Callable[[int], SamplingAlgorithm] | None = None
+    grow_state: Callable[[State, int], State] | None = None
+
+
+def _fields(tree) -> dict[str, Any]:
+    if hasattr(tree, "_asdict"):
+        return dict(tree._asdict())
+    if isinstance(tree, Mapping):
+        return dict(tree)
+    return {"value": tree}
+
+
+def default_trace(state: State, info: Info) -> Trace:
+    """Keep every array field of the state as a posterior variable and of the info as a
+    sample statistic (capacity bookkeeping excluded)."""
+    stats = {k: v for k, v in _fields(info).items() if k not in CAPACITY_FIELDS}
+    return {"posterior": _fields(state), "sample_stats": stats}
+
+
+class _StaticFunction:
+    """A function plus hashable keyword settings, compared by value (unlike functools.partial),
+    so that rebuilding a kernel with the same settings hits the compilation cache."""
+
+    __slots__ = ("_hash", "fn", "static")
+
+    def __init__(self, fn: Callable, static: tuple[tuple[str, Any], ...]):
+        self.fn = fn
+        self.static = static
+        self._hash = hash((fn, static))
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **dict(self.static), **kwargs)
+
+    def __eq__(self, other):
+        return (
+            isinstance(other, _StaticFunction)
+            and self.fn is other.fn
+            and self.static == other.static
+        )
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self):
+        return f"bind({getattr(self.fn, '__qualname__', self.fn)}, {dict(self.static)})"
+
+
+def bind(fn: Callable, *dynamic: Any, **static: Any) -> jax.tree_util.Partial:
+    """Bind data (``dynamic``: pytrees of arrays) and settings (``static``: hashable Python
+    values such as capacities or truncation levels) to a kernel function.
+
+    ``bind(_step, data, capacity=8)(key, state) == _step(data, key, state, capacity=8)``.
+    The result is a pytree whose leaves are the data arrays, so the driver passes them to the
+    compiled program as arguments; the function and its static settings form the cache key.
+    """
+    for name, value in static.items():
+        try:
+            hash(value)
+        except TypeError as err:
+            raise TypeError(f"static setting {name!r} must be hashable, got {value!r}") from err
+    target = _StaticFunction(fn, tuple(sorted(static.items()))) if static else fn
+    return jax.tree_util.Partial(target, *dynamic)
+
+
+def pad_axis(x: jax.Array, axis: int, new_size: int, fill: Any = 0) -> jax.Array:
+    """Pad ``x`` along ``axis`` to length ``new_size`` with ``fill`` (for ``grow_state``)."""
+    x = jnp.asarray(x)
+    axis = axis % x.ndim
+    extra = new_size - x.shape[axis]
+    if extra < 0:
+        raise ValueError(f"cannot shrink axis {axis} from {x.shape[axis]} to {new_size}")
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (0, extra)
+    return jnp.pad(x, widths, constant_values=np.asarray(fill, dtype=x.dtype))

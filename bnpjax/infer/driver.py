@@ -1,0 +1,522 @@
+"""The one run loop of bnpjax: warmup, thinning, chains, progress, capacity growth.
+
+Structure of a run (``num_chains`` chains, ``num_warmup`` warmup steps, ``num_samples`` kept
+draws, ``thin`` steps per kept draw):
+
+* Keys. ``split(key, num_chains)`` gives one key per chain; each is split into an init key and
+  a run key, and step ``t`` (counted from 0 at the first warmup step, globally across chunks)
+  uses ``fold_in(run_key, t)``. Draws therefore depend on nothing but the key and the step
+  index: the same key gives bit-identical chains whatever the chunk size, the progress setting
+  or a capacity re-run, and ``thin=2`` keeps exactly every second draw of ``thin=1``.
+* Chunks. The steps are run as a compiled ``lax.scan`` over a chunk of draws, with the chains
+  ``vmap``-ed inside the scan body. Between chunks control returns to Python: the progress bar
+  advances, the kept draws move to host memory, and the full sampler state is at hand (the
+  place for checkpoints). The last, shorter chunk reuses the same compiled program (its extra
+  iterations are skipped by a ``lax.cond`` on an unbatched predicate, which stays a real branch).
+* Capacity growth. If any step of a chunk reports ``info.capacity_exceeded`` the chunk is
+  abandoned, the algorithm is rebuilt with ``max(2 * capacity, capacity_needed)`` via
+  ``algorithm.resize`` and the chunk's saved start state padded with ``algorithm.grow_state``;
+  the chunk is then re-run with the same step keys. Nothing is truncated: the kept chain is the
+  chain of a sampler with unbounded room. Kept draws from before the growth are zero-padded
+  to the final capacity (padding is inactive by the kernel's own mask).
+* Compilation. Compiled chunk programs are cached on the kernel functions, their static
+  settings and the shapes and dtypes of the data, so a second fit with data of the same shapes
+  does not recompile. Compile time is measured and reported apart from run time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from bnpjax.infer.base import CAPACITY_FIELDS, SamplingAlgorithm, Trace, default_trace
+
+__all__ = ["SamplingResult", "compile_count", "run", "sample"]
+
+#: Default number of chunks a run is cut into (progress updates, growth checkpoints).
+DEFAULT_NUM_CHUNKS = 20
+
+
+class SamplingResult(NamedTuple):
+    """Everything a run produced.
+
+    ``trace`` holds host (NumPy) arrays with leading ``(chain, draw)`` axes, grouped like
+    InferenceData (``posterior``, ``sample_stats``, ``log_likelihood``). ``final_state`` has a
+    leading chain axis; pass it back as ``initial_state`` with ``start_step=num_steps`` to
+    continue the same chains with fresh step keys.
+    """
+
+    trace: dict[str, dict[str, np.ndarray]]
+    final_state: Any
+    algorithm: SamplingAlgorithm
+    num_steps: int
+    settings: dict[str, Any]
+    timings: dict[str, float]
+
+
+# --------------------------------------------------------------------------------------------
+# splitting kernel functions into compiled-program arguments and cache keys
+
+
+class _KernelFunctions(NamedTuple):
+    init: Callable
+    step: Callable
+    warmup_step: Callable | None
+    trace: Callable
+
+
+def _is_array(x) -> bool:
+    return isinstance(x, jax.Array | np.ndarray | np.generic)
+
+
+def _partition(fns: _KernelFunctions):
+    """Array leaves become arguments of the compiled program; everything else (functions,
+    Python settings) is hashable static structure."""
+    leaves, treedef = jax.tree_util.tree_flatten(fns, is_leaf=lambda x: x is None)
+    dynamic, static = [], []
+    for leaf in leaves:
+        if _is_array(leaf):
+            dynamic.append(jnp.asarray(leaf))
+            static.append(_ARRAY)
+        else:
+            try:
+                hash(leaf)
+            except TypeError as err:
+                raise TypeError(
+                    f"kernel argument {leaf!r} is neither an array nor hashable; bind data with "
+                    "bnpjax.infer.bind(fn, data, **static_settings)"
+                ) from err
+            static.append(leaf)
+    return dynamic, (treedef, tuple(static))
+
+
+class _ArrayMarker:
+    def __repr__(self):
+        return "<array>"
+
+
+_ARRAY = _ArrayMarker()
+
+
+def _merge(dynamic, static) -> _KernelFunctions:
+    treedef, static_leaves = static
+    it = iter(dynamic)
+    leaves = [next(it) if leaf is _ARRAY else leaf for leaf in static_leaves]
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def _aval_key(tree) -> tuple:
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    return (
+        treedef,
+        tuple(
+            (tuple(x.shape), str(x.dtype), bool(getattr(x, "weak_type", False)))
+            if hasattr(x, "shape")
+            else (type(x), x)
+            for x in leaves
+        ),
+    )
+
+
+_COMPILED: dict[tuple, Any] = {}
+_COMPILE_COUNT = 0
+
+
+def compile_count() -> int:
+    """How many programs the driver has compiled in this process (for no-recompile tests)."""
+    return _COMPILE_COUNT
+
+
+def _compiled(name: str, fn: Callable, static_key: tuple, args: tuple, timings: dict):
+    """Return an ahead-of-time compiled ``fn`` for ``args``, from the cache when possible."""
+    global _COMPILE_COUNT
+    key = (name, static_key, _aval_key(args))
+    program = _COMPILED.get(key)
+    if program is None:
+        start = time.perf_counter()
+        program = jax.jit(fn).lower(*args).compile()
+        timings["compile_s"] = timings.get("compile_s", 0.0) + time.perf_counter() - start
+        _COMPILE_COUNT += 1
+        _COMPILED[key] = program
+    return program
+
+
+# --------------------------------------------------------------------------------------------
+# the compiled chunk
+
+
+def _capacity_flags(info):
+    exceeded = getattr(info, "capacity_exceeded", None)
+    needed = getattr(info, "capacity_needed", None)
+    exceeded = jnp.zeros((), bool) if exceeded is None else jnp.any(exceeded)
+    needed = jnp.zeros((), jnp.int32) if needed is None else jnp.max(needed).astype(jnp.int32)
+    return exceeded, needed
+
+
+def _make_chunk(static, chunk_len: int, thin: int, warmup: bool, record: bool):
+    def chunk(dynamic, states, run_keys, first_step, num_valid):
+        fns = _merge(dynamic, static)
+        step_fn = fns.warmup_step if (warmup and fns.warmup_step is not None) else fns.step
+
+        def one_step(states, t):
+            keys = jax.vmap(jax.random.fold_in, (0, None))(run_keys, t)
+            return jax.vmap(step_fn)(keys, states)
+
+        def one_draw(carry_states, draw):
+            t0 = first_step + draw * thin
+
+            def thinned(j, carry):
+                s, exceeded, needed = carry
+                s, info = one_step(s, t0 + j)
+                e, n = _capacity_flags(info)
+                return s, exceeded | e, jnp.maximum(needed, n)
+
+            init = (carry_states, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+            s, exceeded, needed = lax.fori_loop(0, thin - 1, thinned, init) if thin > 1 else init
+            s, info = one_step(s, t0 + thin - 1)
+            e, n = _capacity_flags(info)
+            kept = jax.vmap(fns.trace)(s, info) if record else None
+            return s, kept, exceeded | e, jnp.maximum(needed, n)
+
+        out_shapes = jax.eval_shape(one_draw, states, jnp.zeros((), jnp.int32))
+
+        def body(carry, draw):
+            states, exceeded, needed = carry
+
+            def skip(s):
+                zeros = jax.tree_util.tree_map(
+                    lambda a: jnp.zeros(a.shape, a.dtype), (out_shapes[1], out_shapes[2])
+                )
+                return s, zeros[0], jnp.zeros((), bool), jnp.zeros((), jnp.int32)
+
+            active = (draw < num_valid) & ~exceeded
+            s, kept, e, n = lax.cond(active, lambda s: one_draw(s, draw), skip, states)
+            return (s, exceeded | e, jnp.maximum(needed, n)), kept
+
+        init = (states, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+        (states, exceeded, needed), kept = lax.scan(
+            body, init, jnp.arange(chunk_len, dtype=jnp.int32)
+        )
+        return states, kept, exceeded, needed
+
+    return chunk
+
+
+def _make_init(static):
+    def init(dynamic, init_keys):
+        fns = _merge(dynamic, static)
+        return jax.vmap(fns.init)(init_keys)
+
+    return init
+
+
+# --------------------------------------------------------------------------------------------
+# host-side loop
+
+
+def _kernel_functions(algorithm: SamplingAlgorithm) -> _KernelFunctions:
+    return _KernelFunctions(
+        algorithm.init,
+        algorithm.step,
+        algorithm.warmup_step,
+        algorithm.trace if algorithm.trace is not None else default_trace,
+    )
+
+
+def _check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _chain_keys(key, num_chains: int):
+    key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
+    if not (jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or key.shape == (2,)):
+        raise ValueError(
+            f"key must be a jax.random.key or PRNGKey, got an array of shape {key.shape}"
+        )
+    chain_keys = jax.random.split(key, num_chains)
+    pairs = jax.vmap(jax.random.split)(chain_keys)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _grow(algorithm: SamplingAlgorithm, states, needed: int):
+    if algorithm.resize is None or algorithm.grow_state is None or algorithm.capacity is None:
+        raise RuntimeError(
+            f"kernel {algorithm.spec.name!r} ran out of capacity but provides no resize/"
+            "grow_state; set a larger capacity"
+        )
+    new_capacity = max(2 * algorithm.capacity, int(needed))
+    grown = algorithm.resize(new_capacity)
+    if grown.capacity != new_capacity:
+        raise RuntimeError(f"resize({new_capacity}) returned capacity {grown.capacity}")
+    states = jax.vmap(lambda s: algorithm.grow_state(s, new_capacity))(states)
+    return grown, states
+
+
+def _run_phase(
+    algorithm,
+    states,
+    run_keys,
+    first_step: int,
+    num_draws: int,
+    *,
+    thin: int,
+    chunk_draws: int,
+    warmup: bool,
+    progress,
+    timings: dict,
+    counters: dict,
+):
+    """Run ``num_draws`` draws (``thin`` steps each) in chunks; return kept draws per chunk."""
+    kept_chunks: list = []
+    done = 0
+    while done < num_draws:
+        n = min(chunk_draws, num_draws - done)
+        start_state = states
+        while True:
+            dynamic, static = _partition(_kernel_functions(algorithm))
+            args = (
+                dynamic,
+                start_state,
+                run_keys,
+                jnp.asarray(first_step + done * thin, jnp.int32),
+                jnp.asarray(n, jnp.int32),
+            )
+            program = _compiled(
+                "chunk",
+                _make_chunk(static, chunk_draws, thin, warmup, not warmup),
+                (static, chunk_draws, thin, warmup),
+                args,
+                timings,
+            )
+            t0 = time.perf_counter()
+            new_states, kept, exceeded, needed = program(*args)
+            exceeded = bool(exceeded)
+            if not warmup:
+                kept = jax.device_get(kept)
+            phase = "warmup_s" if warmup else "sampling_s"
+            timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - t0
+            if not exceeded:
+                break
+            counters["resizes"] += 1
+            algorithm, start_state = _grow(algorithm, start_state, int(needed))
+        states = new_states
+        if not warmup:
+            kept_chunks.append(jax.tree_util.tree_map(lambda a: np.moveaxis(a[:n], 0, 1), kept))
+        done += n
+        if progress is not None:
+            progress.update(n * thin)
+            if not warmup:
+                _progress_postfix(progress, kept_chunks[-1], algorithm)
+    return algorithm, states, kept_chunks
+
+
+def _progress_postfix(progress, kept, algorithm) -> None:
+    stats = kept.get("sample_stats", {}) if isinstance(kept, dict) else {}
+    shown = {}
+    for name in ("acceptance_rate", "num_features", "lp"):
+        if name in stats and np.ndim(stats[name]) == 2:
+            shown[name] = f"{float(np.mean(stats[name][:, -1])):.3g}"
+    if algorithm.capacity is not None:
+        shown["capacity"] = algorithm.capacity
+    if shown:
+        progress.set_postfix(shown, refresh=False)
+
+
+def _concat_padded(chunks: list) -> Any:
+    """Concatenate per-chunk draws along the draw axis, zero-padding feature axes that grew."""
+    if not chunks:
+        return {}
+
+    def concat(*arrays):
+        shape = np.max([a.shape for a in arrays], axis=0)
+        padded = []
+        for a in arrays:
+            widths = [(0, 0), (0, 0)] + [(0, int(m - s)) for s, m in zip(a.shape[2:], shape[2:])]
+            padded.append(np.pad(a, widths) if any(w[1] for w in widths) else a)
+        return np.concatenate(padded, axis=1)
+
+    return jax.tree_util.tree_map(concat, *chunks)
+
+
+def run(
+    algorithm: SamplingAlgorithm,
+    key,
+    num_samples: int,
+    *,
+    num_warmup: int = 0,
+    thin: int = 1,
+    num_chains: int = 1,
+    progress_bar: bool = True,
+    chunk_size: int | None = None,
+    initial_state: Any = None,
+    start_step: int = 0,
+) -> SamplingResult:
+    """Run ``algorithm`` and return the kept draws and final state (see :func:`sample`).
+
+    ``chunk_size`` is the number of steps per compiled chunk (default: the run cut into about
+    20 chunks); it changes nothing in the draws, only how often control returns to Python.
+    ``initial_state`` (with a leading chain axis) and ``start_step`` continue an earlier run.
+    """
+    if not isinstance(algorithm, SamplingAlgorithm):
+        raise ValueError(
+            f"algorithm must be a bnpjax.infer.SamplingAlgorithm, got {type(algorithm).__name__}"
+        )
+    num_samples = _check_int("num_samples", num_samples, 1)
+    num_warmup = _check_int("num_warmup", num_warmup, 0)
+    thin = _check_int("thin", thin, 1)
+    num_chains = _check_int("num_chains", num_chains, 1)
+    start_step = _check_int("start_step", start_step, 0)
+    total_steps = num_warmup + num_samples * thin
+    if chunk_size is None:
+        chunk_size = max(1, math.ceil(total_steps / DEFAULT_NUM_CHUNKS))
+    chunk_size = _check_int("chunk_size", chunk_size, 1)
+    if total_steps + start_step >= 2**31:
+        raise ValueError("the run is too long for 32-bit step indices")
+
+    timings: dict[str, float] = {}
+    counters = {"resizes": 0}
+    init_keys, run_keys = _chain_keys(key, num_chains)
+
+    if initial_state is None:
+        dynamic, static = _partition(_kernel_functions(algorithm))
+        args = (dynamic, init_keys)
+        program = _compiled("init", _make_init(static), (static,), args, timings)
+        t0 = time.perf_counter()
+        states = jax.block_until_ready(program(*args))
+        timings["init_s"] = time.perf_counter() - t0
+    else:
+        states = initial_state
+        for leaf in jax.tree_util.tree_leaves(states):
+            if np.ndim(leaf) == 0 or np.shape(leaf)[0] != num_chains:
+                raise ValueError(
+                    f"initial_state must have a leading chain axis of length {num_chains}"
+                )
+
+    progress = None
+    if progress_bar:
+        from tqdm.auto import tqdm
+
+        progress = tqdm(total=total_steps, unit="step", desc=algorithm.spec.name, leave=True)
+    try:
+        if num_warmup:
+            if progress is not None:
+                progress.set_description(f"{algorithm.spec.name} warmup")
+            algorithm, states, _ = _run_phase(
+                algorithm,
+                states,
+                run_keys,
+                start_step,
+                num_warmup,
+                thin=1,
+                chunk_draws=min(chunk_size, num_warmup),
+                warmup=True,
+                progress=progress,
+                timings=timings,
+                counters=counters,
+            )
+        if progress is not None:
+            progress.set_description(f"{algorithm.spec.name} sample")
+        algorithm, states, chunks = _run_phase(
+            algorithm,
+            states,
+            run_keys,
+            start_step + num_warmup,
+            num_samples,
+            thin=thin,
+            chunk_draws=max(1, min(chunk_size // thin, num_samples)),
+            warmup=False,
+            progress=progress,
+            timings=timings,
+            counters=counters,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+
+    trace: Trace = _concat_padded(chunks)
+    settings = {
+        "num_samples": num_samples,
+        "num_warmup": num_warmup,
+        "thin": thin,
+        "num_chains": num_chains,
+        "start_step": start_step,
+        "chunk_size": chunk_size,
+        "num_resizes": counters["resizes"],
+        "seed": np.asarray(jax.random.key_data(key)).ravel().tolist()
+        if jnp.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key)
+        else np.asarray(key).ravel().tolist(),
+    }
+    if algorithm.capacity is not None:
+        settings["capacity"] = algorithm.capacity
+    return SamplingResult(
+        trace=trace,
+        final_state=states,
+        algorithm=algorithm,
+        num_steps=start_step + total_steps,
+        settings=settings,
+        timings=timings,
+    )
+
+
+def sample(
+    algorithm: SamplingAlgorithm,
+    key,
+    num_samples: int,
+    *,
+    num_warmup: int = 0,
+    thin: int = 1,
+    num_chains: int = 1,
+    progress_bar: bool = True,
+    chunk_size: int | None = None,
+    initial_state: Any = None,
+    start_step: int = 0,
+):
+    """Run any bnpjax kernel and return :class:`arviz.InferenceData`.
+
+    Parameters
+    ----------
+    algorithm
+        a :class:`~bnpjax.infer.SamplingAlgorithm` from a model factory.
+    key
+        a ``jax.random.key``; the whole run is a deterministic function of it.
+    num_samples
+        kept draws per chain, after ``num_warmup`` warmup steps and with ``thin`` steps
+        between kept draws.
+    num_chains
+        independent chains, run together with ``vmap``.
+    progress_bar
+        a tqdm bar advanced between compiled chunks (no host round-trip per step).
+
+    Returns
+    -------
+    arviz.InferenceData
+        with ``posterior``, ``sample_stats``, and where the kernel provides them
+        ``log_likelihood`` and ``observed_data``; ``attrs`` record the seed, the kernel, its
+        settings, timings and package versions.
+    """
+    from bnpjax.infer.arviz_adapter import to_inference_data
+
+    result = run(
+        algorithm,
+        key,
+        num_samples,
+        num_warmup=num_warmup,
+        thin=thin,
+        num_chains=num_chains,
+        progress_bar=progress_bar,
+        chunk_size=chunk_size,
+        initial_state=initial_state,
+        start_step=start_step,
+    )
+    return to_inference_data(result)
