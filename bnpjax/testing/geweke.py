@@ -1,0 +1,214 @@
+r"""Geweke's "getting it right" test of a posterior sampler (Geweke 2004, JASA 99:799-804).
+
+Two simulators of the joint distribution :math:`p(\theta, y) = p(\theta) p(y \mid \theta)`:
+
+* marginal-conditional: :math:`\theta \sim p(\theta)`, then :math:`y \sim p(y \mid \theta)`,
+  independently ``num_marginal`` times;
+* successive-conditional: start from a marginal-conditional draw and alternate one
+  application of the kernel under test (``steps_per_iteration`` steps of a sampler that should
+  leave :math:`p(\theta \mid y)` invariant) with a fresh :math:`y \sim p(y \mid \theta)`.
+
+If the kernel is right, both simulators have :math:`p(\theta, y)` as their (stationary)
+distribution, so every test function :math:`g(\theta, y)` has the same expectation under both.
+For each test function
+
+.. math::
+
+    z = \frac{\bar g_{MC} - \bar g_{SC}}
+             {\sqrt{\hat\sigma^2_{MC}/n_{MC} + \hat\sigma^2_{SC}/\widehat{ESS}_{SC}}},
+
+where the successive-conditional draws are autocorrelated and their effective sample size is
+estimated over several independent chains (``arviz.ess(method="mean")``, Geyer's initial
+monotone sequence). The test fails when any :math:`|z|` exceeds the two-sided Bonferroni
+quantile :math:`\Phi^{-1}(1 - \mathrm{level} / (2m))` for :math:`m` test functions, so the
+false-alarm probability of a correct sampler is at most ``level`` (up to the error of the ESS
+estimate).
+
+A model needs to provide only a prior sampler, a data sampler and its kernel factory.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from statistics import NormalDist
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnpjax.infer.base import SamplingAlgorithm
+
+__all__ = ["GewekeResult", "default_test_functions", "geweke_test"]
+
+
+class GewekeResult(NamedTuple):
+    """Per test function: the two means, the standard error of their difference, the z-score
+    and the successive-conditional ESS; ``threshold`` is the Bonferroni |z| bound."""
+
+    mean_marginal: dict[str, float]
+    mean_successive: dict[str, float]
+    std_error: dict[str, float]
+    z: dict[str, float]
+    ess_successive: dict[str, float]
+    threshold: float
+    passed: bool
+
+    @property
+    def max_abs_z(self) -> float:
+        return max(abs(v) for v in self.z.values())
+
+    def __str__(self) -> str:
+        width = max(len(k) for k in self.z)
+        lines = [
+            f"{'statistic':<{width}}  {'marginal':>11}  {'successive':>11}  {'z':>7}  {'ess':>8}"
+        ]
+        for name in self.z:
+            lines.append(
+                f"{name:<{width}}  {self.mean_marginal[name]:>11.4g}  "
+                f"{self.mean_successive[name]:>11.4g}  {self.z[name]:>7.2f}  "
+                f"{self.ess_successive[name]:>8.0f}"
+            )
+        verdict = "passed" if self.passed else "FAILED"
+        lines.append(f"max |z| = {self.max_abs_z:.2f}, threshold {self.threshold:.2f}: {verdict}")
+        return "\n".join(lines)
+
+
+def default_test_functions(state, data) -> dict[str, jax.Array]:
+    """Mean and mean square of every floating-point field of the state."""
+    out = {}
+    fields = state._asdict() if hasattr(state, "_asdict") else {"state": state}
+    for name, value in fields.items():
+        value = jnp.asarray(value)
+        if jnp.issubdtype(value.dtype, jnp.floating) or jnp.issubdtype(value.dtype, jnp.integer):
+            value = value.astype(jnp.result_type(float))
+            out[f"mean({name})"] = jnp.mean(value)
+            out[f"mean({name}^2)"] = jnp.mean(value**2)
+    return out
+
+
+def _ess_mean(draws: np.ndarray) -> float:
+    """ESS of the mean of ``draws`` (chain, draw) by Geyer's initial monotone sequence."""
+    from bnpjax.infer.arviz_adapter import _arviz
+
+    if np.ptp(draws) == 0:
+        return float(draws.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(_arviz().ess(draws, method="mean"))
+
+
+def geweke_test(
+    key,
+    *,
+    prior_sample: Callable[[jax.Array], Any],
+    data_sample: Callable[[jax.Array, Any], Any],
+    kernel: Callable[[Any], SamplingAlgorithm],
+    test_functions: Callable[[Any, Any], dict[str, jax.Array]] = default_test_functions,
+    num_marginal: int = 20_000,
+    num_successive: int = 5_000,
+    num_chains: int = 4,
+    burn_in: int = 200,
+    steps_per_iteration: int = 1,
+    refresh: Callable[[Any, Any], Any] | None = None,
+    level: float = 0.01,
+) -> GewekeResult:
+    """Run both simulators and compare the test functions (module docstring).
+
+    Parameters
+    ----------
+    prior_sample
+        ``prior_sample(key) -> state``: a kernel state whose parameters are drawn from the prior.
+    data_sample
+        ``data_sample(key, state) -> data``: fresh data given the parameters of ``state``.
+    kernel
+        ``kernel(data) -> SamplingAlgorithm``: the sampler under test, built for ``data``.
+        It is called inside compiled code, so it must be traceable (validation belongs to the
+        model's ``make_data``, not to the factory).
+    test_functions
+        ``test_functions(state, data) -> {name: scalar}``; functions of both the parameters and
+        the data are the most sensitive.
+    refresh
+        ``refresh(data, state) -> state``: recompute data-dependent caches of the state after
+        the data were redrawn (identity when omitted).
+    level
+        familywise false-alarm probability of the Bonferroni-corrected z-tests.
+    """
+    for name, value, minimum in (
+        ("num_marginal", num_marginal, 2),
+        ("num_successive", num_successive, 2),
+        ("num_chains", num_chains, 1),
+        ("burn_in", burn_in, 0),
+        ("steps_per_iteration", steps_per_iteration, 1),
+    ):
+        if not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    refresh = refresh if refresh is not None else (lambda data, state: state)
+    key_marginal, key_successive = jax.random.split(key)
+
+    def marginal_one(key):
+        key_prior, key_data = jax.random.split(key)
+        state = prior_sample(key_prior)
+        data = data_sample(key_data, state)
+        return test_functions(refresh(data, state), data)
+
+    marginal = jax.jit(jax.vmap(marginal_one))(jax.random.split(key_marginal, num_marginal))
+
+    def successive_chain(key):
+        key_prior, key_data, key_run = jax.random.split(key, 3)
+        state = prior_sample(key_prior)
+        data = data_sample(key_data, state)
+        state = refresh(data, state)
+
+        def iteration(carry, t):
+            state, data = carry
+            key_kernel, key_data = jax.random.split(jax.random.fold_in(key_run, t))
+            algorithm = kernel(data)
+            exceeded = jnp.zeros((), bool)
+            for j in range(steps_per_iteration):
+                state, info = algorithm.step(jax.random.fold_in(key_kernel, j), state)
+                flag = getattr(info, "capacity_exceeded", None)
+                if flag is not None:
+                    exceeded = exceeded | jnp.any(flag)
+            data = data_sample(key_data, state)
+            state = refresh(data, state)
+            return (state, data), (test_functions(state, data), exceeded)
+
+        steps = jnp.arange(burn_in + num_successive)
+        _, (values, exceeded) = jax.lax.scan(iteration, (state, data), steps)
+        values = jax.tree_util.tree_map(lambda v: v[burn_in:], values)
+        return values, jnp.sum(exceeded)
+
+    successive, exceeded = jax.jit(jax.vmap(successive_chain))(
+        jax.random.split(key_successive, num_chains)
+    )
+    num_exceeded = int(np.sum(exceeded))
+    if num_exceeded:
+        raise RuntimeError(
+            f"the kernel ran out of feature capacity in {num_exceeded} Geweke iterations; "
+            "build it with a larger capacity for the test"
+        )
+
+    marginal = {k: np.asarray(v, float) for k, v in marginal.items()}
+    successive = {k: np.asarray(v, float) for k, v in successive.items()}
+    names = list(marginal)
+    threshold = NormalDist().inv_cdf(1 - level / (2 * len(names)))
+    out = {f: {} for f in GewekeResult._fields[:5]}
+    for name in names:
+        mc, sc = marginal[name], successive[name]
+        ess = min(_ess_mean(sc), sc.size)
+        var_sc = np.var(sc, ddof=1)
+        se = math.sqrt(np.var(mc, ddof=1) / mc.size + var_sc / ess)
+        diff = mc.mean() - sc.mean()
+        z = diff / se if se > 0 else (0.0 if diff == 0 else math.copysign(math.inf, diff))
+        out["mean_marginal"][name] = float(mc.mean())
+        out["mean_successive"][name] = float(sc.mean())
+        out["std_error"][name] = float(se)
+        out["z"][name] = float(z)
+        out["ess_successive"][name] = float(ess)
+    passed = all(abs(z) < threshold for z in out["z"].values())
+    return GewekeResult(**out, threshold=threshold, passed=passed)

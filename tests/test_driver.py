@@ -1,0 +1,167 @@
+"""The driver: posterior correctness on the reference model, determinism, growth, compilation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bnpjax
+from bnpjax.infer import SamplingAlgorithm, bind, compile_count, run
+from bnpjax.models import linear_regression as lr
+from bnpjax.testing.kernels import poisson_birth_death
+
+
+@pytest.fixture(scope="module")
+def regression():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.7 * rng.normal(size=40)
+    mask = np.ones(40, bool)
+    mask[::7] = False  # unobserved entries must be ignored, not treated as zeros
+    y[~mask] = np.nan
+    data = lr.make_data(X, y, mask)
+    prior = lr.make_prior(3, mean=0.0, precision=0.5, a=2.0, b=1.0)
+    return data, prior
+
+
+def test_reference_posterior_matches_closed_form(regression):
+    data, prior = regression
+    idata = bnpjax.sample(
+        lr.gibbs(data, prior=prior), jax.random.key(0), 2000, num_warmup=100, num_chains=4,
+        progress_bar=False,
+    )
+    truth = lr.posterior_moments(data, prior)
+    import arviz as az
+
+    post = idata.posterior
+    for name, index in [("beta", 0), ("beta", 1), ("beta", 2), ("tau", None), ("sigma", None)]:
+        draws = post[name].values if index is None else post[name].values[..., index]
+        mean_true = truth[f"{name}_mean"] if index is None else truth[f"{name}_mean"][index]
+        var_true = truth[f"{name}_var"] if index is None else truth[f"{name}_var"][index]
+        mcse = float(az.mcse(draws, method="mean"))
+        # 4.5 sigma: 5 quantities, familywise false alarm < 1e-4
+        assert abs(draws.mean() - mean_true) < 4.5 * mcse, (name, index)
+        # the variance estimate: MC error of E[x^2] approximated through the ESS of x
+        ess = float(az.ess(draws, method="mean"))
+        var_se = var_true * np.sqrt(2.0 / ess) * 1.5
+        assert abs(draws.var() - var_true) < 4.5 * var_se, (name, index)
+
+
+def test_draws_do_not_depend_on_chunking_progress_or_thinning(regression):
+    data, prior = regression
+    alg = lr.gibbs(data, prior=prior)
+    key = jax.random.key(42)
+    base = run(alg, key, 30, num_warmup=7, num_chains=2, progress_bar=False, chunk_size=1000)
+    other = run(alg, key, 30, num_warmup=7, num_chains=2, progress_bar=True, chunk_size=4)
+    np.testing.assert_array_equal(base.trace["posterior"]["beta"], other.trace["posterior"]["beta"])
+    thinned = run(alg, key, 15, num_warmup=7, num_chains=2, thin=2, progress_bar=False,
+                  chunk_size=5)
+    np.testing.assert_array_equal(
+        thinned.trace["posterior"]["beta"], base.trace["posterior"]["beta"][:, 1::2]
+    )
+    assert base.trace["posterior"]["beta"].shape == (2, 30, 3)
+    # chains differ from each other
+    assert not np.array_equal(base.trace["posterior"]["tau"][0], base.trace["posterior"]["tau"][1])
+
+
+def test_continuing_a_run_equals_one_long_run(regression):
+    data, prior = regression
+    alg = lr.gibbs(data, prior=prior)
+    key = jax.random.key(3)
+    whole = run(alg, key, 20, num_chains=2, progress_bar=False)
+    first = run(alg, key, 12, num_chains=2, progress_bar=False)
+    second = run(alg, key, 8, num_chains=2, progress_bar=False, initial_state=first.final_state,
+                 start_step=first.num_steps)
+    joined = np.concatenate(
+        [first.trace["posterior"]["tau"], second.trace["posterior"]["tau"]], axis=1
+    )
+    np.testing.assert_array_equal(joined, whole.trace["posterior"]["tau"])
+
+
+def test_second_fit_with_same_shapes_does_not_recompile(regression):
+    data, prior = regression
+    key = jax.random.key(0)
+    bnpjax.sample(lr.gibbs(data, prior=prior), key, 50, num_warmup=10, progress_bar=False)
+    before = compile_count()
+    other = data._replace(y=data.y + 1.0)
+    idata = bnpjax.sample(lr.gibbs(other, prior=prior), key, 50, num_warmup=10,
+                          progress_bar=False)
+    assert compile_count() == before
+    assert idata.attrs.get("compile_s", 0.0) == 0.0
+
+
+def test_capacity_growth_reproduces_an_unbounded_buffer():
+    key = jax.random.key(7)
+    small = run(poisson_birth_death(4.0, capacity=1), key, 400, num_warmup=50, num_chains=3,
+                progress_bar=False, chunk_size=37)
+    large = run(poisson_birth_death(4.0, capacity=64), key, 400, num_warmup=50, num_chains=3,
+                progress_bar=False, chunk_size=37)
+    assert small.settings["num_resizes"] >= 2
+    assert small.algorithm.capacity >= 8
+    k_small = small.trace["sample_stats"]["num_features"]
+    np.testing.assert_array_equal(k_small, large.trace["sample_stats"]["num_features"])
+    cap = small.algorithm.capacity
+    np.testing.assert_array_equal(
+        small.trace["posterior"]["values"], large.trace["posterior"]["values"][..., :cap]
+    )
+    # kept draws from before the growth are padded, and their padding is inactive
+    assert small.trace["posterior"]["active"].shape[-1] == cap
+    np.testing.assert_array_equal(small.trace["posterior"]["active"].sum(-1), k_small)
+    assert k_small.max() > 1
+
+
+def test_birth_death_targets_poisson():
+    import arviz as az
+
+    idata = bnpjax.sample(poisson_birth_death(3.0, capacity=2), jax.random.key(1), 4000,
+                          num_warmup=200, num_chains=4, progress_bar=False)
+    k = idata.sample_stats["num_features"].values.astype(float)
+    mcse = float(az.mcse(k, method="mean"))
+    assert abs(k.mean() - 3.0) < 4 * mcse
+    assert idata.attrs["capacity"] >= 8
+
+
+def test_warmup_step_is_used_only_during_warmup():
+    def _init(key):
+        return jnp.zeros(())
+
+    def _count(increment, key, state):
+        return state + increment, {"lp": state}
+
+    alg = SamplingAlgorithm(
+        init=_init, step=bind(_count, jnp.asarray(1.0)),
+        warmup_step=bind(_count, jnp.asarray(100.0)),
+    )
+    result = run(alg, jax.random.key(0), 5, num_warmup=3, progress_bar=False)
+    np.testing.assert_array_equal(result.trace["posterior"]["value"][0], 300 + np.arange(1, 6))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"num_samples": 0}, "num_samples"),
+        ({"num_samples": 10, "thin": 0}, "thin"),
+        ({"num_samples": 10, "num_chains": 1.5}, "num_chains"),
+        ({"num_samples": 10, "num_warmup": -1}, "num_warmup"),
+    ],
+)
+def test_bad_driver_arguments(regression, kwargs, message):
+    data, prior = regression
+    with pytest.raises(ValueError, match=message):
+        run(lr.gibbs(data, prior=prior), jax.random.key(0), progress_bar=False, **kwargs)
+
+
+def test_bad_algorithm_and_key(regression):
+    data, prior = regression
+    with pytest.raises(ValueError, match="SamplingAlgorithm"):
+        run((lambda k: 0, lambda k, s: (s, s)), jax.random.key(0), 5)
+    with pytest.raises(ValueError, match="key"):
+        run(lr.gibbs(data, prior=prior), jnp.zeros(3, jnp.uint32), 5, progress_bar=False)
+
+
+def test_initial_state_needs_a_chain_axis(regression):
+    data, prior = regression
+    state = lr.LinearRegressionState(jnp.zeros(3), jnp.ones(()))
+    with pytest.raises(ValueError, match="initial_state"):
+        run(lr.gibbs(data, prior=prior), jax.random.key(0), 5, num_chains=2,
+            initial_state=state, progress_bar=False)
