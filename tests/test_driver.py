@@ -27,7 +27,11 @@ def regression():
 def test_reference_posterior_matches_closed_form(regression):
     data, prior = regression
     idata = bnpjax.sample(
-        lr.gibbs(data, prior=prior), jax.random.key(0), 2000, num_warmup=100, num_chains=4,
+        lr.gibbs(data, prior=prior),
+        jax.random.key(0),
+        2000,
+        num_warmup=100,
+        num_chains=4,
         progress_bar=False,
     )
     truth = lr.posterior_moments(data, prior)
@@ -54,8 +58,9 @@ def test_draws_do_not_depend_on_chunking_progress_or_thinning(regression):
     base = run(alg, key, 30, num_warmup=7, num_chains=2, progress_bar=False, chunk_size=1000)
     other = run(alg, key, 30, num_warmup=7, num_chains=2, progress_bar=True, chunk_size=4)
     np.testing.assert_array_equal(base.trace["posterior"]["beta"], other.trace["posterior"]["beta"])
-    thinned = run(alg, key, 15, num_warmup=7, num_chains=2, thin=2, progress_bar=False,
-                  chunk_size=5)
+    thinned = run(
+        alg, key, 15, num_warmup=7, num_chains=2, thin=2, progress_bar=False, chunk_size=5
+    )
     np.testing.assert_array_equal(
         thinned.trace["posterior"]["beta"], base.trace["posterior"]["beta"][:, 1::2]
     )
@@ -70,8 +75,15 @@ def test_continuing_a_run_equals_one_long_run(regression):
     key = jax.random.key(3)
     whole = run(alg, key, 20, num_chains=2, progress_bar=False)
     first = run(alg, key, 12, num_chains=2, progress_bar=False)
-    second = run(alg, key, 8, num_chains=2, progress_bar=False, initial_state=first.final_state,
-                 start_step=first.num_steps)
+    second = run(
+        alg,
+        key,
+        8,
+        num_chains=2,
+        progress_bar=False,
+        initial_state=first.final_state,
+        start_step=first.num_steps,
+    )
     joined = np.concatenate(
         [first.trace["posterior"]["tau"], second.trace["posterior"]["tau"]], axis=1
     )
@@ -84,18 +96,31 @@ def test_second_fit_with_same_shapes_does_not_recompile(regression):
     bnpjax.sample(lr.gibbs(data, prior=prior), key, 50, num_warmup=10, progress_bar=False)
     before = compile_count()
     other = data._replace(y=data.y + 1.0)
-    idata = bnpjax.sample(lr.gibbs(other, prior=prior), key, 50, num_warmup=10,
-                          progress_bar=False)
+    idata = bnpjax.sample(lr.gibbs(other, prior=prior), key, 50, num_warmup=10, progress_bar=False)
     assert compile_count() == before
     assert idata.attrs.get("compile_s", 0.0) == 0.0
 
 
 def test_capacity_growth_reproduces_an_unbounded_buffer():
     key = jax.random.key(7)
-    small = run(poisson_birth_death(4.0, capacity=1), key, 400, num_warmup=50, num_chains=3,
-                progress_bar=False, chunk_size=37)
-    large = run(poisson_birth_death(4.0, capacity=64), key, 400, num_warmup=50, num_chains=3,
-                progress_bar=False, chunk_size=37)
+    small = run(
+        poisson_birth_death(4.0, capacity=1),
+        key,
+        400,
+        num_warmup=50,
+        num_chains=3,
+        progress_bar=False,
+        chunk_size=37,
+    )
+    large = run(
+        poisson_birth_death(4.0, capacity=64),
+        key,
+        400,
+        num_warmup=50,
+        num_chains=3,
+        progress_bar=False,
+        chunk_size=37,
+    )
     assert small.settings["num_resizes"] >= 2
     assert small.algorithm.capacity >= 8
     k_small = small.trace["sample_stats"]["num_features"]
@@ -113,8 +138,14 @@ def test_capacity_growth_reproduces_an_unbounded_buffer():
 def test_birth_death_targets_poisson():
     import arviz as az
 
-    idata = bnpjax.sample(poisson_birth_death(3.0, capacity=2), jax.random.key(1), 4000,
-                          num_warmup=200, num_chains=4, progress_bar=False)
+    idata = bnpjax.sample(
+        poisson_birth_death(3.0, capacity=2),
+        jax.random.key(1),
+        4000,
+        num_warmup=200,
+        num_chains=4,
+        progress_bar=False,
+    )
     k = idata.sample_stats["num_features"].values.astype(float)
     mcse = float(az.mcse(k, method="mean"))
     assert abs(k.mean() - 3.0) < 4 * mcse
@@ -129,7 +160,8 @@ def test_warmup_step_is_used_only_during_warmup():
         return state + increment, {"lp": state}
 
     alg = SamplingAlgorithm(
-        init=_init, step=bind(_count, jnp.asarray(1.0)),
+        init=_init,
+        step=bind(_count, jnp.asarray(1.0)),
         warmup_step=bind(_count, jnp.asarray(100.0)),
     )
     result = run(alg, jax.random.key(0), 5, num_warmup=3, progress_bar=False)
@@ -163,5 +195,11 @@ def test_initial_state_needs_a_chain_axis(regression):
     data, prior = regression
     state = lr.LinearRegressionState(jnp.zeros(3), jnp.ones(()))
     with pytest.raises(ValueError, match="initial_state"):
-        run(lr.gibbs(data, prior=prior), jax.random.key(0), 5, num_chains=2,
-            initial_state=state, progress_bar=False)
+        run(
+            lr.gibbs(data, prior=prior),
+            jax.random.key(0),
+            5,
+            num_chains=2,
+            initial_state=state,
+            progress_bar=False,
+        )

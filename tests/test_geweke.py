@@ -67,8 +67,8 @@ def test_geweke_fails_on_broken_gibbs():
 
 def test_geweke_rejects_bad_settings():
     with pytest.raises(ValueError, match="num_successive"):
-        geweke_test(jax.random.key(0), prior_sample=None, data_sample=None, kernel=None,
-                    num_successive=1)
+        geweke_test(
+            jax.random.key(0), prior_sample=None, data_sample=None, kernel=None, num_successive=1
+        )
     with pytest.raises(ValueError, match="level"):
-        geweke_test(jax.random.key(0), prior_sample=None, data_sample=None, kernel=None,
-                    level=1.5)
+        geweke_test(jax.random.key(0), prior_sample=None, data_sample=None, kernel=None, level=1.5)

@@ -37,8 +37,13 @@ def test_inference_data_groups_dims_and_tools(tmp_path):
     mask = np.ones(30, bool)
     mask[:4] = False
     data = lr.make_data(X, y, mask)
-    idata = bnpjax.sample(lr.gibbs(data, feature_names=["x1", "x2"]), jax.random.key(0), 200,
-                          num_chains=2, progress_bar=False)
+    idata = bnpjax.sample(
+        lr.gibbs(data, feature_names=["x1", "x2"]),
+        jax.random.key(0),
+        200,
+        num_chains=2,
+        progress_bar=False,
+    )
     assert {"posterior", "sample_stats", "log_likelihood", "observed_data"} <= set(idata.groups())
     assert idata.posterior["beta"].dims == ("chain", "draw", "coef")
     assert list(idata.posterior["beta"].coords["coef"].values) == ["x1", "x2"]

@@ -104,4 +104,6 @@ def to_inference_data(result) -> Any:
         **{k: float(v) for k, v in result.timings.items()},
         **package_versions(),
     }
-    return groups_to_inference_data(groups, dims=dict(spec.dims), coords=dict(spec.coords), attrs=attrs)
+    return groups_to_inference_data(
+        groups, dims=dict(spec.dims), coords=dict(spec.coords), attrs=attrs
+    )

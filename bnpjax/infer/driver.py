@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bnpjax.infer.base import CAPACITY_FIELDS, SamplingAlgorithm, Trace, default_trace
+from bnpjax.infer.base import SamplingAlgorithm, Trace, default_trace
 
 __all__ = ["SamplingResult", "compile_count", "run", "sample"]
 
@@ -342,7 +342,8 @@ def _concat_padded(chunks: list) -> Any:
         shape = np.max([a.shape for a in arrays], axis=0)
         padded = []
         for a in arrays:
-            widths = [(0, 0), (0, 0)] + [(0, int(m - s)) for s, m in zip(a.shape[2:], shape[2:])]
+            grow = [int(m - s) for s, m in zip(a.shape[2:], shape[2:], strict=True)]
+            widths = [(0, 0), (0, 0)] + [(0, g) for g in grow]
             padded.append(np.pad(a, widths) if any(w[1] for w in widths) else a)
         return np.concatenate(padded, axis=1)
 

@@ -6,7 +6,8 @@ Model (``n`` observations, ``p`` coefficients, ``W = diag(mask)`` selecting obse
 
     \tau &\sim \mathrm{Gamma}(a_0, b_0) \quad\text{(shape, rate)} \\
     \beta \mid \tau &\sim \mathcal N\!\left(m_0, (\tau \Lambda_0)^{-1}\right) \\
-    y_i \mid \beta, \tau &\sim \mathcal N\!\left(x_i^\top \beta, \tau^{-1}\right), \quad i \text{ observed}.
+    y_i \mid \beta, \tau &\sim \mathcal N\!\left(x_i^\top \beta, \tau^{-1}\right),
+        \quad i \text{ observed}.
 
 Gibbs sampler (two blocks, each an exact conditional):
 
@@ -24,7 +25,8 @@ the driver and of the Geweke harness:
 .. math::
 
     \tau \mid y &\sim \mathrm{Gamma}(a_n, b_n), \quad a_n = a_0 + n_{obs}/2, \quad
-        b_n = b_0 + \tfrac12\left(y^\top W y + m_0^\top \Lambda_0 m_0 - m_n^\top \Lambda_n m_n\right) \\
+        b_n = b_0 + \tfrac12\left(y^\top W y + m_0^\top \Lambda_0 m_0
+            - m_n^\top \Lambda_n m_n\right) \\
     \beta \mid y &\sim t_{2 a_n}\!\left(m_n, \tfrac{b_n}{a_n} \Lambda_n^{-1}\right), \quad
         \mathrm{Cov}[\beta \mid y] = \tfrac{b_n}{a_n - 1} \Lambda_n^{-1}.
 
@@ -140,7 +142,9 @@ def make_prior(num_features: int, *, mean=0.0, precision=1.0, a=1.0, b=1.0) -> N
     if not (np.isfinite(a) and a > 0 and np.isfinite(b) and b > 0):
         raise ValueError(f"a and b must be positive, got a={a}, b={b}")
     return NormalGammaPrior(
-        jnp.asarray(mean, dtype), jnp.asarray(precision, dtype), jnp.asarray(a, dtype),
+        jnp.asarray(mean, dtype),
+        jnp.asarray(precision, dtype),
+        jnp.asarray(a, dtype),
         jnp.asarray(b, dtype),
     )
 
@@ -195,7 +199,9 @@ def log_joint(data, prior: NormalGammaPrior, state: LinearRegressionState) -> ja
         dev @ prior.precision @ dev
     )
     log_tau = (
-        prior.a * jnp.log(prior.b) - gammaln(prior.a) + (prior.a - 1) * jnp.log(state.tau)
+        prior.a * jnp.log(prior.b)
+        - gammaln(prior.a)
+        + (prior.a - 1) * jnp.log(state.tau)
         - prior.b * state.tau
     )
     return jnp.sum(log_likelihood(data, state)) + log_beta + log_tau

@@ -82,8 +82,11 @@ def _step(rate, key, state, *, capacity):
     exceeded = birth & accept_birth & full
     info = BirthDeathInfo(
         lp=_log_target(rate, new),
-        acceptance_rate=jnp.where(birth, jnp.minimum(1.0, rate / (k + 1.0)),
-                                  jnp.where(k > 0, jnp.minimum(1.0, k / rate), 0.0)),
+        acceptance_rate=jnp.where(
+            birth,
+            jnp.minimum(1.0, rate / (k + 1.0)),
+            jnp.where(k > 0, jnp.minimum(1.0, k / rate), 0.0),
+        ),
         num_features=jnp.sum(new.active),
         capacity_exceeded=exceeded,
         capacity_needed=jnp.where(exceeded, k + 1, 0).astype(jnp.int32),

@@ -1,0 +1,259 @@
+"""The ``bnpjax`` command (also ``python -m bnpjax``).
+
+::
+
+    bnpjax --version
+    bnpjax demo [MODEL]                  # end-to-end run on generated data
+    bnpjax fit MODEL --data PATH --out result.nc [options]
+
+Models register a demo in :data:`DEMOS` and a fit command in :data:`FIT_COMMANDS`. Errors in
+arguments or data files print one line on stderr and exit with status 2, without traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["DEMOS", "FIT_COMMANDS", "main"]
+
+
+class UsageError(Exception):
+    """A bad argument or input file: reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line instead of usage + message
+        raise UsageError(f"{self.prog}: {message}")
+
+
+# --------------------------------------------------------------------------------------------
+# shared helpers
+
+
+def _sampling_arguments(parser, *, samples=1000, warmup=500, chains=4):
+    parser.add_argument("--num-samples", type=int, default=samples, help="kept draws per chain")
+    parser.add_argument("--num-warmup", type=int, default=warmup, help="warmup steps per chain")
+    parser.add_argument("--num-chains", type=int, default=chains)
+    parser.add_argument("--thin", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _summary(idata, var_names=None):
+    from bnpjax.infer.arviz_adapter import _arviz
+
+    az = _arviz()
+    return az.summary(idata, var_names=var_names, kind="all", round_to=4)[
+        ["mean", "sd", "hdi_3%", "hdi_97%", "ess_bulk", "ess_tail", "r_hat"]
+    ]
+
+
+def _write_outputs(idata, stem: Path, var_names=None) -> tuple[Path, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bnpjax.infer.arviz_adapter import _arviz
+
+    az = _arviz()
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    nc = stem.with_suffix(".nc")
+    idata.to_netcdf(str(nc))
+    axes = az.plot_trace(idata, var_names=var_names, compact=True)
+    png = stem.parent / f"{stem.name}_trace.png"
+    fig = axes.ravel()[0].figure
+    fig.tight_layout()
+    fig.savefig(png, dpi=90)
+    plt.close(fig)
+    return nc, png
+
+
+# --------------------------------------------------------------------------------------------
+# the reference model: conjugate Normal-Gamma regression
+
+
+def _demo_linreg(args) -> int:
+    import jax
+    import numpy as np
+
+    import bnpjax
+    from bnpjax.datasets import linear_regression
+    from bnpjax.models import linear_regression as lr
+
+    start = time.perf_counter()
+    sim = linear_regression(args.seed, num_obs=100, num_features=3, noise_scale=0.5)
+    data = lr.make_data(sim["X"], sim["y"], sim["mask"])
+    names = [f"x{i}" for i in range(3)]
+    algorithm = lr.gibbs(data, feature_names=names)
+    print("bnpjax demo: conjugate Normal-Gamma linear regression (the driver's reference model)")
+    print(f"data: 100 observations, 3 features, true beta {np.round(sim['beta'], 3)}, sigma 0.5")
+    idata = bnpjax.sample(
+        algorithm,
+        jax.random.key(args.seed),
+        args.num_samples,
+        num_warmup=args.num_warmup,
+        num_chains=args.num_chains,
+        thin=args.thin,
+        progress_bar=not args.no_progress,
+    )
+    table = _summary(idata, ["beta", "sigma", "tau"])
+    exact = lr.posterior_moments(data)
+    table["exact_mean"] = np.concatenate(
+        [exact["beta_mean"], [exact["sigma_mean"], exact["tau_mean"]]]
+    ).round(4)
+    table["truth"] = np.concatenate([sim["beta"], [0.5, 4.0]]).round(4)
+    print(table.to_string())
+    nc, png = _write_outputs(idata, Path(args.out_dir) / "bnpjax_demo_linreg", ["beta", "sigma"])
+    attrs = idata.attrs
+    print(
+        f"compile {attrs.get('compile_s', 0.0):.2f} s, sampling "
+        f"{attrs.get('warmup_s', 0.0) + attrs.get('sampling_s', 0.0):.2f} s, "
+        f"total {time.perf_counter() - start:.1f} s"
+    )
+    print(f"wrote {nc} and {png}")
+    return 0
+
+
+def _read_table(path: str):
+    """A numeric CSV/TSV with a header row; empty cells and NaN become missing."""
+    import numpy as np
+
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"--data: no such file: {path}")
+    delimiter = "\t" if file.suffix in {".tsv", ".tab"} else ","
+    try:
+        with file.open() as handle:
+            header = handle.readline().strip().split(delimiter)
+        values = np.genfromtxt(file, delimiter=delimiter, skip_header=1, dtype=float, ndmin=2)
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise UsageError(f"--data: cannot read {path}: {err}") from err
+    if values.size == 0 or values.shape[1] != len(header):
+        raise UsageError(f"--data: {path} needs a header and numeric rows of {len(header)} fields")
+    return [h.strip() for h in header], values
+
+
+def _fit_linreg_arguments(parser):
+    parser.add_argument("--target", help="response column (default: the last column)")
+
+
+def _fit_linreg(args) -> int:
+    import jax
+    import numpy as np
+
+    import bnpjax
+    from bnpjax.models import linear_regression as lr
+
+    header, values = _read_table(args.data)
+    target = args.target if args.target is not None else header[-1]
+    if target not in header:
+        raise UsageError(f"--target: no column {target!r} in {args.data} (has {header})")
+    j = header.index(target)
+    X = np.delete(values, j, axis=1)
+    if X.shape[1] == 0:
+        raise UsageError("--data: needs at least one feature column besides the target")
+    y = values[:, j]
+    mask = np.isfinite(y)
+    data = lr.make_data(X, y, mask)
+    names = [h for i, h in enumerate(header) if i != j]
+    idata = bnpjax.sample(
+        lr.gibbs(data, feature_names=names),
+        jax.random.key(args.seed),
+        args.num_samples,
+        num_warmup=args.num_warmup,
+        num_chains=args.num_chains,
+        thin=args.thin,
+        progress_bar=not args.no_progress,
+    )
+    print(_summary(idata, ["beta", "sigma"]).to_string())
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    idata.to_netcdf(str(out))
+    print(f"wrote {out} ({int((~mask).sum())} rows with a missing target left out)")
+    return 0
+
+
+#: name -> demo function taking the parsed arguments
+DEMOS: dict[str, tuple[str, Callable]] = {
+    "linreg": ("conjugate Normal-Gamma regression, the driver's reference model", _demo_linreg),
+}
+
+#: name -> (help, add_arguments(parser), run(args))
+FIT_COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
+    "linreg": ("Bayesian linear regression on a CSV", _fit_linreg_arguments, _fit_linreg),
+}
+
+DEFAULT_DEMO = "linreg"
+
+
+def _parser() -> argparse.ArgumentParser:
+    from bnpjax import __version__
+
+    parser = _Parser(prog="bnpjax", description="Exact compiled samplers on JAX.")
+    parser.add_argument("--version", action="version", version=f"bnpjax {__version__}")
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    demo = commands.add_parser("demo", help="run a model end to end on generated data")
+    demo.add_argument(
+        "model",
+        nargs="?",
+        default=DEFAULT_DEMO,
+        choices=sorted(DEMOS),
+        help=", ".join(f"{k}: {v[0]}" for k, v in DEMOS.items()),
+    )
+    demo.add_argument("--out-dir", default=".", help="where to write the .nc and .png files")
+    _sampling_arguments(demo)
+
+    fit = commands.add_parser("fit", help="fit a model to a data file")
+    models = fit.add_subparsers(dest="model", parser_class=_Parser)
+    for name, (help_text, add_arguments, _) in FIT_COMMANDS.items():
+        sub = models.add_parser(name, help=help_text)
+        sub.add_argument("--data", required=True, help="input data file")
+        sub.add_argument("--out", default="result.nc", help="InferenceData output (.nc)")
+        add_arguments(sub)
+        _sampling_arguments(sub)
+    return parser
+
+
+def _check_sampling(args) -> None:
+    for name in ("num_samples", "num_chains", "thin"):
+        if getattr(args, name, 1) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if getattr(args, "num_warmup", 0) < 0:
+        raise UsageError("--num-warmup must be non-negative")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = _parser().parse_args(argv)
+        if args.command is None:
+            _parser().print_help()
+            return 0
+        _check_sampling(args)
+        if args.command == "demo":
+            return DEMOS[args.model][1](args)
+        if args.model is None:
+            raise UsageError(f"fit: choose a model: {', '.join(sorted(FIT_COMMANDS))}")
+        return FIT_COMMANDS[args.model][2](args)
+    except UsageError as err:
+        print(str(err), file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as err:
+        print(f"bnpjax: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bnpjax: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(main())

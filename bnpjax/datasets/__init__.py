@@ -1,0 +1,10 @@
+"""Data: synthetic generators (seeded, no download) and loaders for real data sets.
+
+Real data are read from a local folder: the ``data_home`` argument, else ``$BNPJAX_DATA``, else
+``../shared/data`` beside a source checkout. Nothing is bundled with the package.
+"""
+
+from bnpjax.datasets.home import DataNotFoundError, get_data_home
+from bnpjax.datasets.synthetic import linear_regression
+
+__all__ = ["DataNotFoundError", "get_data_home", "linear_regression"]
