@@ -229,6 +229,10 @@ def _check_sampling(args) -> None:
         raise UsageError("--num-warmup must be non-negative")
 
 
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
@@ -244,10 +248,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"fit: choose a model: {', '.join(sorted(FIT_COMMANDS))}")
         return FIT_COMMANDS[args.model][2](args)
     except UsageError as err:
-        print(str(err), file=sys.stderr)
+        print(_one_line(str(err)), file=sys.stderr)
         return 2
     except (ValueError, OSError) as err:
-        print(f"bnpjax: error: {err}", file=sys.stderr)
+        print(_one_line(f"bnpjax: error: {err}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("bnpjax: interrupted", file=sys.stderr)

@@ -1,0 +1,101 @@
+"""The command line: version, demo, fit, and one-line errors with exit status 2."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bnpjax.cli import main
+
+
+def test_version_through_python_m():
+    out = subprocess.run(
+        [sys.executable, "-m", "bnpjax", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("bnpjax ")
+
+
+def test_demo_writes_inference_data_and_plot(tmp_path, capsys):
+    rc = main(
+        [
+            "demo",
+            "--out-dir",
+            str(tmp_path),
+            "--num-samples",
+            "200",
+            "--num-warmup",
+            "50",
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "r_hat" in out and "ess_bulk" in out and "exact_mean" in out
+    assert (tmp_path / "bnpjax_demo_linreg.nc").stat().st_size > 0
+    assert (tmp_path / "bnpjax_demo_linreg_trace.png").stat().st_size > 0
+
+
+def test_fit_linreg_from_csv(tmp_path, capsys):
+    import arviz as az
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 2))
+    y = X @ [1.0, -1.0] + 0.1 * rng.normal(size=50)
+    lines = ["a,b,y"] + [f"{r[0]},{r[1]},{t}" for r, t in zip(X, y, strict=True)]
+    lines[5] = f"{X[3, 0]},{X[3, 1]},"  # a missing target: left out, not read as zero
+    path = tmp_path / "table.csv"
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "fit.nc"
+    rc = main(
+        [
+            "fit",
+            "linreg",
+            "--data",
+            str(path),
+            "--out",
+            str(out),
+            "--num-samples",
+            "200",
+            "--num-warmup",
+            "50",
+            "--num-chains",
+            "2",
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    idata = az.from_netcdf(str(out))
+    assert list(idata.posterior["beta"].coords["coef"].values) == ["a", "b"]
+    assert idata.observed_data["y"].size == 49
+    np.testing.assert_allclose(idata.posterior["beta"].mean(("chain", "draw")), [1, -1], atol=0.1)
+    assert "1 rows with a missing target" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["fit", "linreg", "--data", "does-not-exist.csv"], "no such file"),
+        (["demo", "no-such-model"], "invalid choice"),
+        (["demo", "--num-samples", "0"], "--num-samples must be at least 1"),
+        (["fit"], "choose a model"),
+        (["--bogus"], "unrecognized arguments"),
+    ],
+)
+def test_errors_are_one_line_with_status_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_bad_data_file_is_one_line(tmp_path, capsys):
+    path = tmp_path / "bad.csv"
+    path.write_text("a,y\n1,2\nfoo,bar,baz\n")
+    assert main(["fit", "linreg", "--data", str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    path.write_text("a,y\n1,nan\n2,nan\n")
+    assert main(["fit", "linreg", "--data", str(path), "--no-progress"]) == 2
+    assert "mask" in capsys.readouterr().err

@@ -1,0 +1,44 @@
+"""Metrics against scipy / hand computations, data home resolution, synthetic generator."""
+
+import numpy as np
+import pytest
+
+from bnpjax import metrics
+from bnpjax.datasets import DataNotFoundError, get_data_home, linear_regression
+
+
+def test_auc_matches_pairwise_definition():
+    rng = np.random.default_rng(0)
+    y = rng.random(200) < 0.3
+    s = rng.normal(size=200) + y
+    s[:20] = np.round(s[:20])  # ties count one half
+    pos, neg = s[y], s[~y]
+    pairwise = np.mean((pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :]))
+    assert metrics.roc_auc(y, s) == pytest.approx(pairwise, rel=1e-12)
+    with pytest.raises(ValueError, match="both"):
+        metrics.roc_auc(np.ones(3), np.ones(3))
+
+
+def test_errors_and_log_mean_exp():
+    assert metrics.rmse([1, 2], [1, 4]) == pytest.approx(np.sqrt(2))
+    assert metrics.mae([1, 2], [1, 4]) == pytest.approx(1.0)
+    assert metrics.nmae([1, 2], [1, 4], low=1, high=5) == pytest.approx(0.25)
+    x = np.array([[-1000.0, 2.0], [-1001.0, 3.0]])
+    expected = np.log(np.mean(np.exp(x - x.max(0)), 0)) + x.max(0)
+    np.testing.assert_allclose(metrics.log_mean_exp(x, axis=0), expected)
+    with pytest.raises(ValueError, match="differ"):
+        metrics.rmse([1, 2], [1])
+
+
+def test_data_home(tmp_path, monkeypatch):
+    assert get_data_home(tmp_path) == tmp_path
+    monkeypatch.setenv("BNPJAX_DATA", str(tmp_path))
+    assert get_data_home() == tmp_path
+    with pytest.raises(DataNotFoundError, match="BNPJAX_DATA"):
+        get_data_home(tmp_path / "missing")
+
+
+def test_synthetic_regression_is_seeded():
+    a, b = linear_regression(3, missing_fraction=0.2), linear_regression(3, missing_fraction=0.2)
+    np.testing.assert_array_equal(a["X"], b["X"])
+    assert np.isnan(a["y"][~a["mask"]]).all() and 0 < (~a["mask"]).sum() < 40
