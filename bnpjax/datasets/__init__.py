@@ -5,6 +5,6 @@ Real data are read from a local folder: the ``data_home`` argument, else ``$BNPJ
 """
 
 from bnpjax.datasets.home import DataNotFoundError, get_data_home
-from bnpjax.datasets.synthetic import linear_regression
+from bnpjax.datasets.synthetic import BARS_FEATURES, bars, linear_regression
 
-__all__ = ["DataNotFoundError", "get_data_home", "linear_regression"]
+__all__ = ["BARS_FEATURES", "DataNotFoundError", "bars", "get_data_home", "linear_regression"]

@@ -41,6 +41,7 @@ __all__ = [
     "ArvizSpec",
     "SamplingAlgorithm",
     "bind",
+    "concrete_or_none",
     "default_trace",
     "pad_axis",
 ]
@@ -160,6 +161,15 @@ def bind(fn: Callable, *dynamic: Any, **static: Any) -> jax.tree_util.Partial:
             raise TypeError(f"static setting {name!r} must be hashable, got {value!r}") from err
     target = _StaticFunction(fn, tuple(sorted(static.items()))) if static else fn
     return jax.tree_util.Partial(target, *dynamic)
+
+
+def concrete_or_none(x) -> np.ndarray | None:
+    """Host copy of ``x``, or None while tracing (factories called inside compiled code, as
+    the Geweke harness does, have no concrete data for metadata such as coords)."""
+    try:
+        return np.asarray(x)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
 
 
 def pad_axis(x: jax.Array, axis: int, new_size: int, fill: Any = 0) -> jax.Array:

@@ -276,8 +276,13 @@ def _run_phase(
     progress,
     timings: dict,
     counters: dict,
+    compile_as_sampling: bool = False,
 ):
-    """Run ``num_draws`` draws (``thin`` steps each) in chunks; return kept draws per chunk."""
+    """Run ``num_draws`` draws (``thin`` steps each) in chunks; return kept draws per chunk.
+
+    ``compile_as_sampling`` runs warmup with the sampling program (same kernel step), whose
+    recorded draws are then dropped."""
+    program_warmup = warmup and not compile_as_sampling
     kept_chunks: list = []
     done = 0
     while done < num_draws:
@@ -294,8 +299,8 @@ def _run_phase(
             )
             program = _compiled(
                 "chunk",
-                _make_chunk(static, chunk_draws, thin, warmup, not warmup),
-                (static, chunk_draws, thin, warmup),
+                _make_chunk(static, chunk_draws, thin, program_warmup, not program_warmup),
+                (static, chunk_draws, thin, program_warmup),
                 args,
                 timings,
             )
@@ -410,6 +415,13 @@ def run(
 
         progress = tqdm(total=total_steps, unit="step", desc=algorithm.spec.name, leave=True)
     try:
+        # Without a separate warmup step (or with thinning) warmup reuses the sampling program,
+        # recording draws it then drops: one compilation instead of two.
+        chunk_draws = max(1, min(chunk_size // thin, num_samples))
+        if num_warmup and algorithm.warmup_step is None and thin == 1:
+            warmup_draws, warmup_flag = chunk_draws, False
+        else:
+            warmup_draws, warmup_flag = min(chunk_size, num_warmup), True
         if num_warmup:
             if progress is not None:
                 progress.set_description(f"{algorithm.spec.name} warmup")
@@ -420,8 +432,9 @@ def run(
                 start_step,
                 num_warmup,
                 thin=1,
-                chunk_draws=min(chunk_size, num_warmup),
+                chunk_draws=warmup_draws,
                 warmup=True,
+                compile_as_sampling=not warmup_flag,
                 progress=progress,
                 timings=timings,
                 counters=counters,
@@ -435,7 +448,7 @@ def run(
             start_step + num_warmup,
             num_samples,
             thin=thin,
-            chunk_draws=max(1, min(chunk_size // thin, num_samples)),
+            chunk_draws=chunk_draws,
             warmup=False,
             progress=progress,
             timings=timings,

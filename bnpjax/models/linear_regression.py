@@ -44,7 +44,7 @@ import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import gammaln
 
-from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
 
 __all__ = [
     "GibbsInfo",
@@ -230,15 +230,6 @@ def _trace(data, state, info):
     }
 
 
-def _concrete(x):
-    """Host copy of ``x``, or None while tracing (the Geweke harness builds kernels inside
-    compiled code, where observed data are not needed)."""
-    try:
-        return np.asarray(x)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return None
-
-
 def gibbs(
     data: LinearRegressionData,
     *,
@@ -259,7 +250,7 @@ def gibbs(
     names = list(feature_names) if feature_names is not None else list(range(p))
     if len(names) != p:
         raise ValueError(f"feature_names must have {p} entries, got {len(names)}")
-    observed = _concrete(data.observed)
+    observed = concrete_or_none(data.observed)
     spec = ArvizSpec(
         name="linear_regression.gibbs",
         dims={"beta": ["coef"], "y": ["obs"]},

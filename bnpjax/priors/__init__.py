@@ -1,0 +1,5 @@
+"""Priors shared by the models: the Indian buffet process."""
+
+from bnpjax.priors import ibp
+
+__all__ = ["ibp"]

@@ -1,0 +1,290 @@
+r"""The Indian buffet process prior, ``Z ~ IBP(alpha)``.
+
+Source: ``../shared/seeds/002_c2a7c7ffebfd8867.txt``.
+
+A draw is an ``N x infinity`` binary matrix with finitely many non-zero columns. bnpjax stores it
+in a fixed-capacity buffer: ``Z`` of shape ``(N, capacity)`` and the column mask
+``active = Z.sum(0) > 0``; inactive columns are all zero. Column order carries no meaning.
+
+Generative process (seed 002, "The Indian Buffet Process"): customer ``i = 1..N`` takes each
+previously sampled dish ``k`` with probability ``m_k / i`` and ``Poisson(alpha / i)`` new dishes.
+
+Probability of a matrix (seed 002, the equation after Figure 2.1):
+
+.. math::
+
+    P(Z) = \frac{\alpha^{K_+}}{\prod_{i=1}^{N} K_1^{(i)}!}\, e^{-\alpha H_N}
+        \prod_{k=1}^{K_+} \frac{(N - m_k)!\,(m_k - 1)!}{N!},
+
+with :math:`K_1^{(i)}` the number of new dishes of customer ``i``: the probability of the matrix
+as the buffet generates it (columns in order of first appearance). The probability of its
+left-ordered-form equivalence class :math:`[Z]` (Griffiths & Ghahramani 2011, eq. 14), the
+distribution of column-exchangeable statistics, replaces :math:`\prod_i K_1^{(i)}!` by
+:math:`\prod_{h} K_h!`, :math:`K_h` the number of columns with history ``h``.
+
+Gibbs conditionals (seed 002, "Gibbs Sampler for Indian Buffet Process", with the exchangeable
+form the INDEX notes): an existing column with :math:`m_{-i,k} > 0` has
+:math:`P(z_{ik} = 1 \mid Z_{-(ik)}) = m_{-i,k} / N`; row ``i`` then takes
+:math:`\mathrm{Poisson}(\alpha / N)` new columns in place of its singletons.
+
+Hyperprior: :math:`\alpha \sim \mathrm{Gamma}(a, \text{rate } b)` gives
+:math:`\alpha \mid Z \sim \mathrm{Gamma}(a + K_+, \text{rate } b + H_N)` (seed 002, last
+equation, where the seed's ``b`` is a scale: rate = 1 / scale).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln
+
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
+from bnpjax.ops import sample_truncated_poisson, truncated_poisson_log_pmf
+
+__all__ = [
+    "IBPDraw",
+    "IBPGibbsInfo",
+    "IBPState",
+    "alpha_posterior",
+    "harmonic_number",
+    "log_prob",
+    "new_feature_log_prior",
+    "place_new_features",
+    "prior_gibbs",
+    "sample_alpha",
+    "sample_buffet",
+    "sample_stick_breaking",
+]
+
+
+class IBPDraw(NamedTuple):
+    """``Z`` (N, capacity) in {0, 1}, ``active`` (capacity,) and ``num_needed``: the number of
+    columns the draw has (larger than capacity when the buffer was too small; then the extra
+    columns are missing from ``Z``)."""
+
+    Z: jax.Array
+    active: jax.Array
+    num_needed: jax.Array
+
+
+def harmonic_number(n) -> jax.Array:
+    r""":math:`H_n = \sum_{i=1}^n 1/i` (as digamma(n + 1) + Euler's gamma, exact for integers)."""
+    n = jnp.asarray(n, jnp.result_type(float))
+    return jax.scipy.special.digamma(n + 1.0) + np.euler_gamma
+
+
+def sample_buffet(key, alpha, num_rows: int, capacity: int) -> IBPDraw:
+    """Draw ``Z ~ IBP(alpha)`` by the buffet process (module docstring), customers in order.
+
+    New dishes fill the next free columns, so active columns come first. A run of
+    ``num_rows`` compiled steps of ``O(capacity)`` each.
+    """
+    dtype = jnp.result_type(float)
+    alpha = jnp.asarray(alpha, dtype)
+
+    def customer(carry, i):
+        counts, total = carry
+        key_old, key_new = jax.random.split(jax.random.fold_in(key, i))
+        n = (i + 1).astype(dtype)
+        take_old = jax.random.uniform(key_old, (capacity,), dtype) < counts / n
+        new = jax.random.poisson(key_new, alpha / n).astype(jnp.int32)
+        slot = jnp.arange(capacity)
+        take_new = (slot >= total) & (slot < total + new)
+        row = (take_old & (counts > 0)) | take_new
+        return (counts + row, total + new), row
+
+    init = (jnp.zeros(capacity, dtype), jnp.zeros((), jnp.int32))
+    (counts, total), Z = jax.lax.scan(customer, init, jnp.arange(num_rows))
+    return IBPDraw(Z.astype(dtype), counts > 0, total)
+
+
+def sample_stick_breaking(key, alpha, num_rows: int, truncation: int) -> IBPDraw:
+    r"""Draw ``Z`` by the stick-breaking construction (Teh, Gorur & Ghahramani 2007):
+    :math:`\nu_j \sim \mathrm{Beta}(\alpha, 1)`, :math:`\mu_k = \prod_{j \le k} \nu_j`,
+    :math:`z_{ik} \sim \mathrm{Bernoulli}(\mu_k)`, for ``k < truncation``. The columns beyond
+    the truncation carry total probability :math:`E[\mu_T] = (\alpha / (1 + \alpha))^T`.
+    Returned in the buffer layout (empty columns inactive, not compacted)."""
+    dtype = jnp.result_type(float)
+    key_nu, key_z = jax.random.split(key)
+    log_nu = jnp.log(jax.random.beta(key_nu, alpha, 1.0, (truncation,), dtype))
+    mu = jnp.exp(jnp.cumsum(log_nu))
+    Z = (jax.random.uniform(key_z, (num_rows, truncation), dtype) < mu).astype(dtype)
+    active = Z.sum(0) > 0
+    return IBPDraw(Z, active, jnp.sum(active))
+
+
+def log_prob(Z, alpha, *, form: str = "lof") -> jax.Array:
+    """Log probability of a binary matrix under ``IBP(alpha)`` (module docstring).
+
+    ``form="lof"``: of its left-ordered-form equivalence class (``prod_h K_h!``), the
+    probability of everything invariant to column order; ``form="buffet"``: of the matrix as
+    the buffet process generates it (seed 002's formula, ``prod_i K_1^(i)!``), for ``Z`` whose
+    columns are in order of first appearance. All-zero columns are ignored, so padded buffers
+    are accepted. Costs ``O(N K^2)`` for "lof" (columns compared pairwise).
+    """
+    if form not in ("lof", "buffet"):
+        raise ValueError(f"form must be 'lof' or 'buffet', got {form!r}")
+    Z = jnp.asarray(Z)
+    dtype = jnp.result_type(float)
+    alpha = jnp.asarray(alpha, dtype)
+    N = Z.shape[0]
+    binary = Z > 0
+    m = binary.sum(0).astype(dtype)
+    active = m > 0
+    k_plus = active.sum()
+    if form == "lof":
+        same = jnp.all(binary[:, :, None] == binary[:, None, :], axis=0)
+        same = same & active[:, None] & active[None, :]
+        group = jnp.maximum(same.sum(1), 1).astype(dtype)
+        # each history group of size K_h contributes log K_h! once, spread over its K_h columns
+        log_multiplicity = jnp.sum(jnp.where(active, gammaln(group + 1) / group, 0.0))
+    else:
+        first = jnp.argmax(binary, axis=0)
+        new_per_row = jnp.zeros(N, dtype).at[first].add(active.astype(dtype))
+        log_multiplicity = jnp.sum(gammaln(new_per_row + 1))
+    per_column = gammaln(N - m + 1) + gammaln(jnp.maximum(m, 1)) - gammaln(N + 1.0)
+    return (
+        k_plus * jnp.log(alpha)
+        - log_multiplicity
+        - alpha * harmonic_number(N)
+        + jnp.sum(jnp.where(active, per_column, 0.0))
+    )
+
+
+def alpha_posterior(num_active, num_rows, shape, rate) -> tuple[jax.Array, jax.Array]:
+    """Shape and rate of ``alpha | Z ~ Gamma(shape + K_+, rate + H_N)`` (seed 002)."""
+    return shape + num_active, rate + harmonic_number(num_rows)
+
+
+def sample_alpha(key, num_active, num_rows, shape, rate) -> jax.Array:
+    """Draw ``alpha | Z`` from its conjugate Gamma conditional (:func:`alpha_posterior`)."""
+    a, b = alpha_posterior(num_active, num_rows, shape, rate)
+    dtype = jnp.result_type(float)
+    return jax.random.gamma(key, jnp.asarray(a, dtype), dtype=dtype) / b
+
+
+def new_feature_log_prior(alpha, num_rows, kappa: int) -> jax.Array:
+    """Log prior of ``k = 0..kappa`` new features for one row: Poisson(alpha / N) truncated at
+    ``kappa`` (seed 002; the truncation level of seed 001), shape ``(..., kappa + 1)``."""
+    k = jnp.arange(kappa + 1)
+    rate = jnp.asarray(alpha, jnp.result_type(float)) / num_rows
+    return truncated_poisson_log_pmf(k, rate[..., None], kappa)
+
+
+def place_new_features(free, counts) -> tuple[jax.Array, jax.Array]:
+    """Assign new columns to rows: ``free`` (capacity,) marks free slots, ``counts`` (N,) the
+    number of new features per row. Row ``i`` gets the free slots of rank
+    ``sum(counts[:i]) .. sum(counts[:i+1]) - 1`` (lowest slots first, so the layout does not
+    depend on the capacity). Returns the new ``(N, capacity)`` indicator block and the number
+    of slots needed beyond the free ones (0 when everything fit)."""
+    counts = counts.astype(jnp.int32)
+    rank = jnp.cumsum(free) - 1  # rank among free slots
+    ends = jnp.cumsum(counts)
+    starts = ends - counts
+    owned = free[None, :] & (rank[None, :] >= starts[:, None]) & (rank[None, :] < ends[:, None])
+    shortfall = jnp.maximum(ends[-1] - jnp.sum(free), 0).astype(jnp.int32)
+    return owned, shortfall
+
+
+# --------------------------------------------------------------------------------------------
+# the prior-only Gibbs sampler (Geweke test of the IBP machinery)
+
+
+class IBPState(NamedTuple):
+    Z: jax.Array  # (N, capacity)
+    alpha: jax.Array
+
+
+class IBPGibbsInfo(NamedTuple):
+    lp: jax.Array
+    num_features: jax.Array
+    capacity_exceeded: jax.Array
+    capacity_needed: jax.Array
+
+
+def _prior_row(carry, i, key, alpha, kappa):
+    Z, exceeded, needed = carry
+    N = Z.shape[0]
+    key_old, key_new = jax.random.split(jax.random.fold_in(key, i))
+    z = Z[i]
+    m_minus = Z.sum(0) - z
+    keep = m_minus > 0  # singletons of row i are redrawn as its new features
+    z_old = (jax.random.uniform(key_old, z.shape, z.dtype) < m_minus / N) & keep
+    k_new = sample_truncated_poisson(key_new, alpha / N, kappa)
+    owned, shortfall = place_new_features(~keep, k_new[None])
+    row = (z_old | owned[0]).astype(Z.dtype)
+    return (Z.at[i].set(row), exceeded | (shortfall > 0), jnp.maximum(needed, shortfall)), None
+
+
+def _prior_step(alpha_prior, key, state, *, kappa, sample_hyper):
+    key_rows, key_alpha = jax.random.split(key)
+    N = state.Z.shape[0]
+    init = (state.Z, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+    row = lambda c, i: _prior_row(c, i, key_rows, state.alpha, kappa)  # noqa: E731
+    (Z, exceeded, shortfall), _ = jax.lax.scan(row, init, jnp.arange(N))
+    k_plus = jnp.sum(Z.sum(0) > 0)
+    alpha = state.alpha
+    if sample_hyper:
+        alpha = sample_alpha(key_alpha, k_plus, N, alpha_prior[0], alpha_prior[1])
+    info = IBPGibbsInfo(
+        lp=log_prob(Z, alpha),
+        num_features=k_plus,
+        capacity_exceeded=exceeded,
+        capacity_needed=(jnp.sum(Z.sum(0) > 0) + shortfall).astype(jnp.int32),
+    )
+    return IBPState(Z, alpha), info
+
+
+def _prior_init(alpha_prior, key, *, num_rows, capacity, alpha):
+    del key
+    dtype = jnp.result_type(float)
+    return IBPState(jnp.zeros((num_rows, capacity), dtype), jnp.asarray(alpha, dtype))
+
+
+def _prior_trace(state, info):
+    m = state.Z.sum(0)
+    return {
+        "posterior": {"alpha": state.alpha, "column_sums": m},
+        "sample_stats": {"lp": info.lp, "num_features": info.num_features},
+    }
+
+
+def prior_gibbs(
+    num_rows: int,
+    *,
+    alpha: float = 1.0,
+    alpha_prior: tuple[float, float] | None = None,
+    capacity: int = 16,
+    kappa: int = 10,
+) -> SamplingAlgorithm:
+    """Gibbs sampler of the IBP prior alone (no data), rows in sequence (module docstring).
+
+    With ``alpha_prior=(a, b)`` alpha is resampled from its Gamma(a, rate b) conditional each
+    sweep; otherwise it stays at ``alpha``. New features per row are Poisson(alpha / N)
+    truncated at ``kappa``. The buffer grows through the driver.
+    """
+    if not isinstance(num_rows, int) or num_rows < 1:
+        raise ValueError(f"num_rows must be a positive integer, got {num_rows!r}")
+    if not (np.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be positive, got {alpha}")
+    dtype = jnp.result_type(float)
+    hyper = jnp.asarray(alpha_prior if alpha_prior is not None else (1.0, 1.0), dtype)
+    sample_hyper = alpha_prior is not None
+    return SamplingAlgorithm(
+        init=bind(_prior_init, hyper, num_rows=num_rows, capacity=capacity, alpha=float(alpha)),
+        step=bind(_prior_step, hyper, kappa=kappa, sample_hyper=sample_hyper),
+        trace=_prior_trace,
+        spec=ArvizSpec(
+            name="ibp.prior_gibbs",
+            dims={"column_sums": ["feature"]},
+            settings={"num_rows": num_rows, "kappa": kappa, "alpha": float(alpha)},
+        ),
+        capacity=capacity,
+        resize=lambda c: prior_gibbs(
+            num_rows, alpha=alpha, alpha_prior=alpha_prior, capacity=c, kappa=kappa
+        ),
+        grow_state=lambda s, c: s._replace(Z=pad_axis(s.Z, 1, c)),
+    )

@@ -1,0 +1,175 @@
+"""The IBP prior: log-probability by exhaustive enumeration, the buffet and stick-breaking
+samplers against it, the buffet-form formula of seed 002, and the prior Gibbs sampler."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from bnpjax.priors import ibp
+from bnpjax.testing import geweke_test
+
+N, ALPHA, KMAX = 3, 1.3, 7
+
+
+def _classes():
+    """Every left-ordered-form class of N-row matrices with at most KMAX columns."""
+    histories = [h for h in itertools.product([0, 1], repeat=N) if any(h)]
+    out = []
+
+    def rec(i, remaining, counts):
+        if i == len(histories):
+            out.append(tuple(counts))
+            return
+        for c in range(remaining + 1):
+            rec(i + 1, remaining - c, [*counts, c])
+
+    rec(0, KMAX, [])
+    Z = np.zeros((len(out), N, KMAX))
+    for c, counts in enumerate(out):
+        columns = [h for h, n in zip(histories, counts, strict=True) for _ in range(n)]
+        for k, h in enumerate(columns):
+            Z[c, :, k] = h
+    return histories, out, Z
+
+
+HISTORIES, COUNTS, ZS = _classes()
+
+
+def test_lof_probabilities_sum_to_the_poisson_mass_of_k_plus():
+    log_p = np.asarray(jax.vmap(lambda Z: ibp.log_prob(Z, ALPHA))(jnp.asarray(ZS)))
+    harmonic = sum(1 / i for i in range(1, N + 1))
+    # classes with K+ <= KMAX carry exactly P(K+ <= KMAX), K+ ~ Poisson(alpha H_N)
+    assert np.exp(log_p).sum() == pytest.approx(stats.poisson.cdf(KMAX, ALPHA * harmonic), 1e-12)
+    k_plus = ZS.any(1).sum(1)
+    for k in range(4):
+        mass = np.exp(log_p[k_plus == k]).sum()
+        assert mass == pytest.approx(stats.poisson.pmf(k, ALPHA * harmonic), rel=1e-10)
+
+
+def _class_index(Z):
+    counts = [0] * len(HISTORIES)
+    for column in Z.T:
+        if column.any():
+            counts[HISTORIES.index(tuple(int(v) for v in column))] += 1
+    return tuple(counts)
+
+
+@pytest.mark.parametrize("sampler", ["buffet", "stick_breaking"])
+def test_samplers_match_lof_probabilities(sampler):
+    keys = jax.random.split(jax.random.key(11), 20_000)
+    if sampler == "buffet":
+        draws = jax.vmap(lambda k: ibp.sample_buffet(k, ALPHA, N, 16).Z)(keys)
+    else:
+        draws = jax.vmap(lambda k: ibp.sample_stick_breaking(k, ALPHA, N, 80).Z)(keys)
+    draws = np.asarray(draws)
+    log_p = np.asarray(jax.vmap(lambda Z: ibp.log_prob(Z, ALPHA))(jnp.asarray(ZS)))
+    index = {c: i for i, c in enumerate(COUNTS)}
+    observed = np.zeros(len(COUNTS) + 1)
+    for Z in draws:
+        observed[index.get(_class_index(Z), len(COUNTS))] += 1
+    expected = np.append(np.exp(log_p), 1 - np.exp(log_p).sum()) * len(draws)
+    # chi-square over classes with enough expected counts, the rest lumped together
+    big = expected >= 10
+    obs = np.append(observed[big], observed[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    p_value = stats.chisquare(obs, exp).pvalue
+    assert p_value > 1e-3, p_value
+    # the test has power: a 15% larger alpha is rejected on the same draws
+    log_q = np.asarray(jax.vmap(lambda Z: ibp.log_prob(Z, ALPHA * 1.15))(jnp.asarray(ZS)))
+    wrong = np.append(np.exp(log_q), 1 - np.exp(log_q).sum()) * len(draws)
+    wrong = np.append(wrong[big], wrong[~big].sum())
+    assert stats.chisquare(obs, wrong * obs.sum() / wrong.sum()).pvalue < 1e-3
+
+
+def test_buffet_form_is_the_probability_of_the_generating_sequence():
+    """Seed 002's P(Z) (with prod_i K_1^(i)!) equals the product of the buffet's own steps."""
+    draws = jax.vmap(lambda k: ibp.sample_buffet(k, ALPHA, 5, 24))(
+        jax.random.split(jax.random.key(5), 20)
+    )
+    formula = np.asarray(jax.vmap(lambda Z: ibp.log_prob(Z, ALPHA, form="buffet"))(draws.Z))
+    for Z_full, active, expected in zip(
+        np.asarray(draws.Z), np.asarray(draws.active), formula, strict=True
+    ):
+        Z = Z_full[:, active]
+        log_seq = 0.0
+        counts = np.zeros(Z.shape[1])
+        seen = 0
+        for i in range(5):
+            old = counts > 0
+            p = counts[old] / (i + 1)
+            log_seq += np.sum(np.where(Z[i, old] > 0, np.log(p), np.log1p(-p)))
+            new = int(Z[i, seen:].sum())
+            log_seq += stats.poisson.logpmf(new, ALPHA / (i + 1))
+            counts += Z[i]
+            seen += new
+        assert expected == pytest.approx(log_seq, abs=1e-9)
+
+
+def test_alpha_conditional_and_harmonic_number():
+    assert float(ibp.harmonic_number(4)) == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4)
+    shape, rate = ibp.alpha_posterior(5, 4, 2.0, 3.0)
+    assert float(shape) == 7.0 and float(rate) == pytest.approx(3 + 25 / 12)
+    draws = jax.vmap(lambda k: ibp.sample_alpha(k, 5, 4, 2.0, 3.0))(
+        jax.random.split(jax.random.key(0), 20_000)
+    )
+    mean = 7.0 / (3 + 25 / 12)
+    assert abs(float(draws.mean()) - mean) < 4 * math.sqrt(7.0) / (3 + 25 / 12) / math.sqrt(2e4)
+    with pytest.raises(ValueError, match="form"):
+        ibp.log_prob(np.ones((2, 2)), 1.0, form="nope")
+
+
+def test_prior_gibbs_matches_direct_draws():
+    """Geweke without data: K+, column-sum statistics and alpha against buffet draws."""
+    rows, capacity = 6, 40
+
+    def statistics(state, data):
+        m = state.Z.sum(0)
+        return {
+            "K+": jnp.sum(m > 0).astype(float),
+            "sum m": jnp.sum(m),
+            "sum m^2": jnp.sum(m**2),
+            "#features with m=1": jnp.sum(m == 1).astype(float),
+            "#features with m=N": jnp.sum(m == rows).astype(float),
+            "alpha": state.alpha,
+        }
+
+    def prior_sample(key):
+        key_alpha, key_z = jax.random.split(key)
+        alpha = jax.random.gamma(key_alpha, 4.0) / 4.0
+        return ibp.IBPState(ibp.sample_buffet(key_z, alpha, rows, capacity).Z, alpha)
+
+    result = geweke_test(
+        jax.random.key(0),
+        prior_sample=prior_sample,
+        data_sample=lambda key, state: jnp.zeros(()),
+        kernel=lambda data: ibp.prior_gibbs(
+            rows, alpha=1.0, alpha_prior=(4.0, 4.0), capacity=capacity, kappa=10
+        ),
+        test_functions=statistics,
+        num_successive=6000,
+    )
+    assert result.passed, str(result)
+
+
+def test_prior_gibbs_grows_its_buffer():
+    import bnpjax
+
+    idata = bnpjax.sample(
+        ibp.prior_gibbs(20, alpha=4.0, capacity=2),
+        jax.random.key(0),
+        200,
+        num_warmup=20,
+        progress_bar=False,
+    )
+    assert idata.attrs["num_resizes"] >= 1
+    k = idata.sample_stats["num_features"].values.astype(float)
+    assert k.max() > 2 and idata.attrs["capacity"] >= k.max()
+    import arviz as az
+
+    harmonic = sum(1 / i for i in range(1, 21))
+    assert abs(k.mean() - 4.0 * harmonic) < 4.5 * float(az.mcse(k, method="mean"))
