@@ -35,7 +35,9 @@ class _Parser(argparse.ArgumentParser):
 # shared helpers
 
 
-def _sampling_arguments(parser, *, samples=1000, warmup=500, chains=4):
+def _sampling_arguments(parser, *, samples=1000, warmup=500, chains=4, model_defaults=False):
+    # demos leave unset values to their model's defaults (DEMO_DEFAULTS)
+    samples, warmup, chains = (None, None, None) if model_defaults else (samples, warmup, chains)
     parser.add_argument("--num-samples", type=int, default=samples, help="kept draws per chain")
     parser.add_argument("--num-warmup", type=int, default=warmup, help="warmup steps per chain")
     parser.add_argument("--num-chains", type=int, default=chains)
@@ -179,10 +181,103 @@ def _fit_linreg(args) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------------------------
+# the Indian buffet process linear-Gaussian model
+
+
+def _demo_ibp(args) -> int:
+    import jax
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from scipy.optimize import linear_sum_assignment
+
+    import bnpjax
+    from bnpjax.datasets import bars
+    from bnpjax.models import ibp_lg
+
+    start = time.perf_counter()
+    sim = bars(args.seed)
+    data = ibp_lg.make_data(sim["X"], sim["mask"])
+    print("bnpjax demo ibp: linear-Gaussian latent features with an IBP prior on 'bars'")
+    print("data: 100 images of 6x6 pixels, 4 true features, sigma_X = 0.5")
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    recovered = {}
+    for name, factory in (
+        ("collapsed", ibp_lg.collapsed_gibbs),
+        ("parallel", ibp_lg.parallel_gibbs),
+    ):
+        idata = bnpjax.sample(
+            factory(data),
+            jax.random.key(args.seed),
+            args.num_samples,
+            num_warmup=args.num_warmup,
+            num_chains=args.num_chains,
+            thin=args.thin,
+            progress_bar=not args.no_progress,
+        )
+        k = idata.posterior["num_features"].values
+        counts = np.bincount(k.ravel())
+        mode = int(counts.argmax())
+        share = ", ".join(f"K+={i}: {c / k.size:.2f}" for i, c in enumerate(counts) if c)
+        print(f"{name} Gibbs: posterior of K+ ({share}); mode {mode}")
+        print(_summary(idata, ["sigma_x", "sigma_a", "alpha"]).to_string())
+        attrs = idata.attrs
+        print(
+            f"  compile {attrs.get('compile_s', 0.0):.1f} s, sampling "
+            f"{attrs.get('warmup_s', 0.0) + attrs.get('sampling_s', 0.0):.1f} s"
+        )
+        # the highest-density draw among those with the modal K+, features matched to the truth
+        lp = np.where(k == mode, idata.sample_stats["lp"].values, -np.inf)
+        chain, draw = np.unravel_index(np.argmax(lp), lp.shape)
+        post = idata.posterior
+        A = ibp_lg.posterior_mean_features(
+            post["Z"].values[chain, draw],
+            sim["X"],
+            float(post["sigma_x"].values[chain, draw]),
+            float(post["sigma_a"].values[chain, draw]),
+        )
+        cost = np.abs(sim["A"][:, None, :] - A[None, :, :]).mean(-1)
+        rows, cols = linear_sum_assignment(cost)
+        recovered[name] = (A[cols[np.argsort(rows)]], cost[rows, cols].mean())
+        print(f"  matched features: mean absolute error {recovered[name][1]:.3f}")
+        nc = out_dir / f"bnpjax_demo_ibp_{name}.nc"
+        idata.to_netcdf(str(nc))
+    fig, axes = plt.subplots(3, 4, figsize=(6, 4.8))
+    panels = [("true", sim["A"])] + [(n, a) for n, (a, _) in recovered.items()]
+    for r, (label, features) in enumerate(panels):
+        for c in range(4):
+            ax = axes[r, c]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if c < len(features):
+                ax.imshow(features[c].reshape(6, 6), cmap="gray", vmin=-0.2, vmax=1.2)
+            if c == 0:
+                ax.set_ylabel(label)
+    fig.suptitle("bars: true and recovered features (matched up to permutation)")
+    fig.tight_layout()
+    png = out_dir / "bnpjax_demo_ibp_features.png"
+    fig.savefig(png, dpi=90)
+    plt.close(fig)
+    print(f"total {time.perf_counter() - start:.1f} s")
+    print(
+        f"wrote {out_dir / 'bnpjax_demo_ibp_collapsed.nc'}, "
+        f"{out_dir / 'bnpjax_demo_ibp_parallel.nc'} and {png}"
+    )
+    return 0
+
+
 #: name -> demo function taking the parsed arguments
 DEMOS: dict[str, tuple[str, Callable]] = {
     "linreg": ("conjugate Normal-Gamma regression, the driver's reference model", _demo_linreg),
+    "ibp": ("IBP linear-Gaussian latent features on 'bars', both samplers", _demo_ibp),
 }
+
+#: sampling defaults per demo (num_samples, num_warmup, num_chains) where they differ
+DEMO_DEFAULTS = {"ibp": (300, 300, 2)}
 
 #: name -> (help, add_arguments(parser), run(args))
 FIT_COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
@@ -208,7 +303,7 @@ def _parser() -> argparse.ArgumentParser:
         help=", ".join(f"{k}: {v[0]}" for k, v in DEMOS.items()),
     )
     demo.add_argument("--out-dir", default=".", help="where to write the .nc and .png files")
-    _sampling_arguments(demo)
+    _sampling_arguments(demo, model_defaults=True)
 
     fit = commands.add_parser("fit", help="fit a model to a data file")
     models = fit.add_subparsers(dest="model", parser_class=_Parser)
@@ -223,9 +318,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check_sampling(args) -> None:
     for name in ("num_samples", "num_chains", "thin"):
-        if getattr(args, name, 1) < 1:
+        if (getattr(args, name, 1) or 1) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if getattr(args, "num_warmup", 0) < 0:
+    if (getattr(args, "num_warmup", 0) or 0) < 0:
         raise UsageError("--num-warmup must be non-negative")
 
 
@@ -243,6 +338,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         _check_sampling(args)
         if args.command == "demo":
+            defaults = DEMO_DEFAULTS.get(args.model, (1000, 500, 4))
+            if defaults is not None:
+                for name, value in zip(
+                    ("num_samples", "num_warmup", "num_chains"), defaults, strict=True
+                ):
+                    if getattr(args, name) is None:
+                        setattr(args, name, value)
             return DEMOS[args.model][1](args)
         if args.model is None:
             raise UsageError(f"fit: choose a model: {', '.join(sorted(FIT_COMMANDS))}")

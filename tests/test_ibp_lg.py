@@ -82,8 +82,12 @@ def test_recovers_bars(sampler, bars_data):
     # the highest-density draw with four features: its weights match the true images
     lp = np.where(post["num_features"] == 4, result.trace["sample_stats"]["lp"], -np.inf)
     chain, draw = np.unravel_index(np.argmax(lp), lp.shape)
+    A = ibp_lg.posterior_mean_features(
+        post["Z"][chain, draw], sim["X"], post["sigma_x"][chain, draw], post["sigma_a"][chain, draw]
+    )
+    assert _match(sim["A"], A) < 0.1
     active = post["active"][chain, draw]
-    assert _match(sim["A"], post["A"][chain, draw][active]) < 0.15
+    assert _match(sim["A"], post["A"][chain, draw][active]) < 0.15  # one posterior draw of A
     assert abs(post["sigma_x"].mean() - 0.5) < 0.05
 
 

@@ -123,6 +123,7 @@ __all__ = [
     "make_data",
     "make_hyper",
     "parallel_gibbs",
+    "posterior_mean_features",
     "prior_sample",
     "refresh",
 ]
@@ -750,6 +751,21 @@ def refresh(data: IBPLGData, state: IBPLGState) -> IBPLGState:
     """Put freshly drawn data into the state (observed entries; missing ones keep their
     imputed values)."""
     return state._replace(X=jnp.where(data.mask > 0, data.X, state.X))
+
+
+def posterior_mean_features(Z, X, sigma_x: float, sigma_a: float, mask=None) -> np.ndarray:
+    """``E[A | Z, X] = (Z'Z + sigma_x^2/sigma_a^2 I)^-1 Z'X`` for the active columns of ``Z``
+    (host NumPy; per column of ``X`` over its observed rows when ``mask`` is given)."""
+    Z = np.asarray(Z, float)
+    Z = Z[:, Z.sum(0) > 0]
+    X = np.asarray(X, float)
+    mask = np.isfinite(X) if mask is None else np.asarray(mask, bool)
+    ratio = (sigma_x / sigma_a) ** 2
+    out = np.empty((Z.shape[1], X.shape[1]))
+    for d in range(X.shape[1]):
+        Zd = Z[mask[:, d]]
+        out[:, d] = np.linalg.solve(Zd.T @ Zd + ratio * np.eye(Z.shape[1]), Zd.T @ X[mask[:, d], d])
+    return out
 
 
 def heldout_log_likelihood(idata, X_true, heldout_mask) -> dict[str, float | np.ndarray]:
