@@ -99,3 +99,30 @@ def test_bad_data_file_is_one_line(tmp_path, capsys):
     path.write_text("a,y\n1,nan\n2,nan\n")
     assert main(["fit", "linreg", "--data", str(path), "--no-progress"]) == 2
     assert "mask" in capsys.readouterr().err
+
+
+def test_demo_ibp_smoke(tmp_path, capsys):
+    rc = main(
+        [
+            "demo",
+            "ibp",
+            "--out-dir",
+            str(tmp_path),
+            "--num-samples",
+            "30",
+            "--num-warmup",
+            "30",
+            "--num-chains",
+            "1",
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "posterior of K+" in out and "matched features" in out
+    for name in (
+        "bnpjax_demo_ibp_collapsed.nc",
+        "bnpjax_demo_ibp_parallel.nc",
+        "bnpjax_demo_ibp_features.png",
+    ):
+        assert (tmp_path / name).stat().st_size > 0

@@ -211,11 +211,6 @@ def make_hyper(
 # shared pieces
 
 
-def _slot_uniforms(key, slot, shape, dtype):
-    # randomness per feature slot, so draws do not depend on the buffer's capacity
-    return jax.random.uniform(jax.random.fold_in(key, slot), shape, dtype)
-
-
 def _slot_normals(key, capacity, D, dtype):
     return jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(key, k), (D,), dtype))(
         jnp.arange(capacity)
@@ -319,12 +314,11 @@ def _new_feature_log_weights(alpha, rate_rows, kappa, rss, base_var, sigma_a2, D
 # collapsed Gibbs
 
 
-def _collapsed_row(carry, i, *, X, key, N, D, ratio, sigma_x2, sigma_a2, alpha, kappa):
-    Z, Minv, mu, exceeded, shortfall = carry
+def _collapsed_row(carry, xs, *, X, N, D, ratio, sigma_x2, sigma_a2, alpha, kappa):
+    Z, m, Minv, mu, exceeded, shortfall = carry
+    i, uniforms, new_key = xs
     C = Z.shape[1]
-    row_key, new_key = jax.random.split(jax.random.fold_in(key, i))
     z, x = Z[i], X[i]
-    m = Z.sum(0)
 
     # remove row i (Sherman-Morrison downdate of M^-1 and mu)
     v = Minv @ z
@@ -348,7 +342,11 @@ def _collapsed_row(carry, i, *, X, key, N, D, ratio, sigma_x2, sigma_a2, alpha, 
         var = sigma_x2 * (1 + q)
         return -0.5 * D * jnp.log(var) - 0.5 * rss / var
 
-    def flip(k, c):
+    # only the features other rows hold are flipped: loop over those slots alone
+    held = jnp.argsort(free)  # stable: the non-free slots first, in slot order
+
+    def flip(j, c):
+        k = held[j]
         z, w, q, resid, rss = c
         delta = 1 - 2 * z[k]
         q_new = q + 2 * delta * w[k] + Minv[k, k]
@@ -357,8 +355,7 @@ def _collapsed_row(carry, i, *, X, key, N, D, ratio, sigma_x2, sigma_a2, alpha, 
         log_prior_cur = jnp.where(z[k] > 0, jnp.log(p_on), jnp.log1p(-p_on))
         log_prior_new = jnp.where(z[k] > 0, jnp.log1p(-p_on), jnp.log(p_on))
         log_odds = log_pred(q_new, rss_new) + log_prior_new - log_pred(q, rss) - log_prior_cur
-        u = _slot_uniforms(row_key, k, (), Z.dtype)
-        do = (~free[k]) & (jnp.log(u) < -jax.nn.softplus(-log_odds))
+        do = jnp.log(uniforms[k]) < -jax.nn.softplus(-log_odds)
         return (
             jnp.where(do, z.at[k].set(1 - z[k]), z),
             jnp.where(do, w + delta * Minv[:, k], w),
@@ -367,7 +364,8 @@ def _collapsed_row(carry, i, *, X, key, N, D, ratio, sigma_x2, sigma_a2, alpha, 
             jnp.where(do, rss_new, rss),
         )
 
-    z, w, q, resid, rss = jax.lax.fori_loop(0, C, flip, (z, w, q, resid, rss))
+    num_held = jnp.sum(~free)
+    z, w, q, resid, rss = jax.lax.fori_loop(0, num_held, flip, (z, w, q, resid, rss))
     # singletons have zero predictive mean, so dropping them changes q only
     singles = jnp.where(free, z, 0.0)
     z = z - singles
@@ -384,7 +382,7 @@ def _collapsed_row(carry, i, *, X, key, N, D, ratio, sigma_x2, sigma_a2, alpha, 
     Minv = Minv - jnp.outer(v, v) / (1 + s)
     mu = mu + jnp.outer(v, x - z @ mu) / (1 + s)
     Z = Z.at[i].set(z)
-    return (Z, Minv, mu, exceeded | (short > 0), jnp.maximum(shortfall, short)), None
+    return (Z, m_minus + z, Minv, mu, exceeded | (short > 0), jnp.maximum(shortfall, short)), None
 
 
 def _collapsed_step(data, hyper, key, state, *, kappa, flags):
@@ -397,7 +395,6 @@ def _collapsed_step(data, hyper, key, state, *, kappa, flags):
     row = functools.partial(
         _collapsed_row,
         X=state.X,
-        key=key_rows,
         N=N,
         D=D,
         ratio=ratio,
@@ -406,8 +403,12 @@ def _collapsed_step(data, hyper, key, state, *, kappa, flags):
         alpha=state.alpha,
         kappa=kappa,
     )
-    init = (state.Z, Minv, mu, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
-    (Z, _, _, exceeded, shortfall), _ = jax.lax.scan(row, init, jnp.arange(N))
+    init = (state.Z, state.Z.sum(0), Minv, mu, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+    # all random numbers of the sweep drawn up front, outside the sequential loops
+    key_flips, key_new = jax.random.split(key_rows)
+    uniforms = jax.random.uniform(key_flips, state.Z.shape, state.Z.dtype)
+    xs = (jnp.arange(N), uniforms, jax.random.split(key_new, N))
+    (Z, _, _, _, exceeded, shortfall), _ = jax.lax.scan(row, init, xs)
     A = _sample_A(key_A, Z, state.X, state.sigma_x, state.sigma_a)
     new = _hyper_updates(key_rest, data, hyper, Z, A, state, flags)
     needed = jnp.sum(Z.sum(0) > 0) + shortfall
@@ -438,7 +439,10 @@ def _parallel_step(data, hyper, key, state, *, kappa, flags):
     Z, A, X = state.Z, state.A, state.X
     C = Z.shape[1]
     sigma_x2, sigma_a2 = state.sigma_x**2, state.sigma_a**2
-    order = jax.random.permutation(key_order, C)
+    # active columns in a uniformly random order (the kernel must not depend on slot labels),
+    # inactive ones after them and never visited
+    active0 = Z.sum(0) > 0
+    order = jnp.argsort(jnp.where(active0, jax.random.uniform(key_order, (C,)), 2.0))
 
     def column(position, carry):
         Z, resid = carry
@@ -461,7 +465,7 @@ def _parallel_step(data, hyper, key, state, *, kappa, flags):
         on = jnp.where(active, on, False).astype(Z.dtype)
         return Z.at[:, k].set(on), resid_off - on[:, None] * a_k
 
-    Z, resid = jax.lax.fori_loop(0, C, column, (Z, X - Z @ A))
+    Z, resid = jax.lax.fori_loop(0, jnp.sum(active0), column, (Z, X - Z @ A))
 
     # singletons of every row redrawn at once: given the columns shared by >= 2 rows the rows'
     # singleton counts are independent, Poisson(alpha / N) a priori, their weights integrated
