@@ -270,6 +270,46 @@ def _demo_ibp(args) -> int:
     return 0
 
 
+def _fit_ibp_arguments(parser):
+    parser.add_argument("--sampler", choices=["collapsed", "parallel"], default="collapsed")
+    parser.add_argument("--kappa", type=int, default=10, help="max new features per row")
+    parser.add_argument("--capacity", type=int, default=16, help="initial feature buffer")
+
+
+def _fit_ibp(args) -> int:
+    import jax
+    import numpy as np
+
+    import bnpjax
+    from bnpjax.models import ibp_lg
+
+    header, values = _read_table(args.data)
+    mask = np.isfinite(values)
+    data = ibp_lg.make_data(values, mask)
+    factory = ibp_lg.collapsed_gibbs if args.sampler == "collapsed" else ibp_lg.parallel_gibbs
+    idata = bnpjax.sample(
+        factory(data, kappa=args.kappa, capacity=args.capacity),
+        jax.random.key(args.seed),
+        args.num_samples,
+        num_warmup=args.num_warmup,
+        num_chains=args.num_chains,
+        thin=args.thin,
+        progress_bar=not args.no_progress,
+    )
+    k = idata.posterior["num_features"].values.ravel()
+    counts = np.bincount(k)
+    print(
+        f"posterior mode of K+: {int(counts.argmax())} "
+        f"({counts.max() / k.size:.2f} of {k.size} draws)"
+    )
+    print(_summary(idata, ["num_features", "sigma_x", "sigma_a", "alpha"]).to_string())
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    idata.to_netcdf(str(out))
+    print(f"wrote {out} ({int((~mask).sum())} missing entries imputed, columns {header})")
+    return 0
+
+
 #: name -> demo function taking the parsed arguments
 DEMOS: dict[str, tuple[str, Callable]] = {
     "linreg": ("conjugate Normal-Gamma regression, the driver's reference model", _demo_linreg),
@@ -282,6 +322,7 @@ DEMO_DEFAULTS = {"ibp": (300, 300, 2)}
 #: name -> (help, add_arguments(parser), run(args))
 FIT_COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "linreg": ("Bayesian linear regression on a CSV", _fit_linreg_arguments, _fit_linreg),
+    "ibp": ("IBP latent features of a numeric CSV (rows = objects)", _fit_ibp_arguments, _fit_ibp),
 }
 
 DEFAULT_DEMO = "linreg"

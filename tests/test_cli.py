@@ -126,3 +126,38 @@ def test_demo_ibp_smoke(tmp_path, capsys):
         "bnpjax_demo_ibp_features.png",
     ):
         assert (tmp_path / name).stat().st_size > 0
+
+
+def test_fit_ibp_from_csv(tmp_path, capsys):
+    import arviz as az
+
+    from bnpjax.datasets import bars
+
+    X = bars(0, num_obs=30, missing_fraction=0.05)["X"]
+    path = tmp_path / "images.csv"
+    rows = [",".join(f"p{j}" for j in range(36))]
+    rows += [",".join("" if np.isnan(v) else f"{v:.4f}" for v in row) for row in X]
+    path.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "ibp.nc"
+    rc = main(
+        [
+            "fit",
+            "ibp",
+            "--data",
+            str(path),
+            "--out",
+            str(out),
+            "--num-samples",
+            "20",
+            "--num-warmup",
+            "20",
+            "--num-chains",
+            "1",
+            "--sampler",
+            "parallel",
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    assert "posterior mode of K+" in capsys.readouterr().out
+    assert az.from_netcdf(str(out)).posterior["num_features"].shape == (1, 20)
