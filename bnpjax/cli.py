@@ -359,9 +359,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check_sampling(args) -> None:
     for name in ("num_samples", "num_chains", "thin"):
-        if (getattr(args, name, 1) or 1) < 1:
+        value = getattr(args, name, None)  # None: a demo's own default
+        if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if (getattr(args, "num_warmup", 0) or 0) < 0:
+    warmup = getattr(args, "num_warmup", None)
+    if warmup is not None and warmup < 0:
         raise UsageError("--num-warmup must be non-negative")
 
 
