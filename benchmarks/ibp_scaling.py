@@ -321,7 +321,7 @@ def bnpjax_conditionals(Z, X, i, sigma_x, sigma_a, alpha, kappa):
         Minv = cho_solve((chol, True), jnp.eye(capacity))
         carry = (Zj, Zj.sum(0), Minv, mu, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
         # uniforms pinned at 1: no flip is taken, so every flip is scored from the same state
-        xs = (i, jnp.ones(capacity), jax.random.key(0))
+        xs = (i, jnp.ones(capacity), jnp.zeros(kappa + 1))
         ibp_lg._new_feature_log_weights = new_weights
         jax.nn.softplus = softplus
         try:

@@ -316,7 +316,7 @@ def _new_feature_log_weights(alpha, rate_rows, kappa, rss, base_var, sigma_a2, D
 
 def _collapsed_row(carry, xs, *, X, N, D, ratio, sigma_x2, sigma_a2, alpha, kappa):
     Z, m, Minv, mu, exceeded, shortfall = carry
-    i, uniforms, new_key = xs
+    i, uniforms, gumbels = xs
     C = Z.shape[1]
     z, x = Z[i], X[i]
 
@@ -372,7 +372,7 @@ def _collapsed_row(carry, xs, *, X, N, D, ratio, sigma_x2, sigma_a2, alpha, kapp
     q = q - 2 * singles @ w + singles @ Minv @ singles
 
     log_w = _new_feature_log_weights(alpha, N, kappa, rss, sigma_x2 * (1 + q), sigma_a2, D)
-    k_new = sample_categorical(new_key, log_w)
+    k_new = jnp.argmax(log_w + gumbels)  # Gumbel-max with noise drawn before the loop
     owned, short = ibp.place_new_features(free, k_new[None])
     z = z + owned[0].astype(z.dtype)
 
@@ -407,7 +407,8 @@ def _collapsed_step(data, hyper, key, state, *, kappa, flags):
     # all random numbers of the sweep drawn up front, outside the sequential loops
     key_flips, key_new = jax.random.split(key_rows)
     uniforms = jax.random.uniform(key_flips, state.Z.shape, state.Z.dtype)
-    xs = (jnp.arange(N), uniforms, jax.random.split(key_new, N))
+    gumbels = jax.random.gumbel(key_new, (N, kappa + 1), state.Z.dtype)
+    xs = (jnp.arange(N), uniforms, gumbels)
     (Z, _, _, _, exceeded, shortfall), _ = jax.lax.scan(row, init, xs)
     A = _sample_A(key_A, Z, state.X, state.sigma_x, state.sigma_a)
     new = _hyper_updates(key_rest, data, hyper, Z, A, state, flags)
