@@ -249,6 +249,13 @@ def _chain_keys(key, num_chains: int):
     return pairs[:, 0], pairs[:, 1]
 
 
+def _seed_of(key) -> list[int]:
+    """The raw key words, for the record (typed keys and legacy uint32 pairs alike)."""
+    key = jnp.asarray(key)
+    raw = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+    return np.asarray(raw).ravel().tolist()
+
+
 def _grow(algorithm: SamplingAlgorithm, states, needed: int):
     if algorithm.resize is None or algorithm.grow_state is None or algorithm.capacity is None:
         raise RuntimeError(
@@ -467,9 +474,7 @@ def run(
         "start_step": start_step,
         "chunk_size": chunk_size,
         "num_resizes": counters["resizes"],
-        "seed": np.asarray(jax.random.key_data(key)).ravel().tolist()
-        if jnp.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key)
-        else np.asarray(key).ravel().tolist(),
+        "seed": _seed_of(key),
     }
     if algorithm.capacity is not None:
         settings["capacity"] = algorithm.capacity

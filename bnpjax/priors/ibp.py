@@ -211,7 +211,10 @@ def _prior_row(carry, i, key, alpha, kappa):
     key_old, key_new = jax.random.split(jax.random.fold_in(key, i))
     z = Z[i]
     m_minus = Z.sum(0) - z
-    keep = m_minus > 0  # singletons of row i are redrawn as its new features
+    # Singletons of row i are redrawn as its new features. Dropping them before the other
+    # entries are resampled is exact here only because the prior makes them independent;
+    # with a likelihood they must stay until the row's flips are done (see models.ibp_lg).
+    keep = m_minus > 0
     z_old = (jax.random.uniform(key_old, z.shape, z.dtype) < m_minus / N) & keep
     k_new = sample_truncated_poisson(key_new, alpha / N, kappa)
     owned, shortfall = place_new_features(~keep, k_new[None])
