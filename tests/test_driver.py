@@ -203,3 +203,21 @@ def test_initial_state_needs_a_chain_axis(regression):
             initial_state=state,
             progress_bar=False,
         )
+
+
+def test_single_chain_runs_unbatched_with_the_same_draws(regression):
+    """One chain skips vmap (a speed path); its draws must equal the vmapped kernel's."""
+    from bnpjax.infer.driver import _over_chains
+
+    data, prior = regression
+    algorithm = lr.gibbs(data, prior=prior)
+    keys = jax.random.split(jax.random.key(3), 1)
+    states = jax.vmap(algorithm.init)(keys)
+    direct = _over_chains(algorithm.step)(keys, states)
+    batched = jax.vmap(algorithm.step)(keys, states)
+    for a, b in zip(jax.tree.leaves(direct), jax.tree.leaves(batched), strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    two = jax.random.split(jax.random.key(3), 2)
+    pair = _over_chains(algorithm.step)(two, jax.vmap(algorithm.init)(two))
+    assert jax.tree.leaves(pair)[0].shape[0] == 2
