@@ -5,6 +5,15 @@ Real data are read from a local folder: the ``data_home`` argument, else ``$BNPJ
 """
 
 from bnpjax.datasets.home import DataNotFoundError, get_data_home
+from bnpjax.datasets.movielens import MovieLens, movielens
 from bnpjax.datasets.synthetic import BARS_FEATURES, bars, linear_regression
 
-__all__ = ["BARS_FEATURES", "DataNotFoundError", "bars", "get_data_home", "linear_regression"]
+__all__ = [
+    "BARS_FEATURES",
+    "DataNotFoundError",
+    "MovieLens",
+    "bars",
+    "get_data_home",
+    "linear_regression",
+    "movielens",
+]

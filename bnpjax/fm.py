@@ -1,0 +1,240 @@
+"""Bayesian factorization machines with myFM's interface: ``FMRegressor``, ``FMClassifier``,
+``FMOrdinal``.
+
+A thin estimator layer over the functional kernel :func:`bnpjax.models.fm.gibbs` (math and
+its citation there) and the driver :func:`bnpjax.run`. Argument names follow myFM
+(``rank``, ``init_stdev``, ``alpha_0``, ``beta_0``, ``gamma_0``, ``mu_0``, ``reg_0``,
+``fit_w0``, ``fit_linear``; ``fit(X, y, X_test, y_test, n_iter, n_kept_samples,
+group_shapes)``), so switching is a change of import::
+
+    from bnpjax.fm import FMRegressor
+    model = FMRegressor(rank=10, random_state=0).fit(X_train, y_train, n_iter=200,
+                                                      n_kept_samples=150)
+    y_hat = model.predict(X_test)           # posterior mean over the kept samples
+    idata = model.to_inference_data()       # arviz.InferenceData
+
+The first ``n_iter - n_kept_samples`` sweeps are burn-in; the rest are kept. Predictions
+average over the kept samples: the posterior-mean ``hat y`` (regression), the posterior
+predictive ``P(y = 1)`` (probit classification) and ``P(y = k)`` (ordered probit).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import ndtr
+
+from bnpjax.infer import run, to_inference_data
+from bnpjax.models import fm as fm_model
+
+__all__ = ["FMClassifier", "FMOrdinal", "FMRegressor"]
+
+
+class _BayesianFM:
+    likelihood = "gaussian"
+
+    def __init__(
+        self,
+        rank: int = 10,
+        init_stdev: float = 0.1,
+        random_state: int = 0,
+        alpha_0: float = 1.0,
+        beta_0: float = 1.0,
+        gamma_0: float = 1.0,
+        mu_0: float = 0.0,
+        reg_0: float = 1.0,
+        fit_w0: bool = True,
+        fit_linear: bool = True,
+        progress_bar: bool = False,
+    ):
+        self.rank = rank
+        self.init_stdev = init_stdev
+        self.random_state = random_state
+        self.hyper = dict(alpha_0=alpha_0, beta_0=beta_0, gamma_0=gamma_0, mu_0=mu_0, reg_0=reg_0)
+        self.fit_w0 = fit_w0
+        self.fit_linear = fit_linear
+        self.progress_bar = progress_bar
+
+    # labels <-> internal targets (overridden by the classifiers)
+    def _encode(self, y):
+        return fm_model.check_targets(y, np.shape(y)[0], self.likelihood)
+
+    def fit(
+        self,
+        X,
+        y,
+        X_test=None,
+        y_test=None,
+        n_iter: int = 100,
+        n_kept_samples: int | None = None,
+        group_shapes=None,
+    ):
+        """Run ``n_iter`` Gibbs sweeps and keep the last ``n_kept_samples`` (all by default).
+
+        ``X`` (n, p): ``scipy.sparse`` or dense; ``group_shapes``: sizes of consecutive
+        column groups with their own hyperparameters. With ``X_test`` the test predictions of
+        every kept sample are recorded (``sample_stats.yhat_test``; with ``y_test``, the
+        running test RMSE or accuracy is in ``self.test_history_``)."""
+        if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
+            raise ValueError(f"n_iter must be a positive integer, got {n_iter!r}")
+        n_kept = n_iter if n_kept_samples is None else n_kept_samples
+        if isinstance(n_kept, bool) or not isinstance(n_kept, int) or not 1 <= n_kept <= n_iter:
+            raise ValueError(f"n_kept_samples must be an integer in 1..n_iter, got {n_kept!r}")
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 0:
+            raise ValueError(f"rank must be a non-negative integer, got {self.rank!r}")
+        targets = self._encode(y)
+        data = fm_model.make_data(X, targets, likelihood=self.likelihood, group_shapes=group_shapes)
+        self.n_features_ = int(data.group.shape[0])
+        test = None
+        num_test = 0
+        if X_test is not None:
+            rows, cols, values, shape = self._coo(X_test, "X_test")
+            test, num_test = (rows, cols, values), shape[0]
+            if y_test is not None and np.shape(y_test) != (num_test,):
+                raise ValueError(f"y_test must have shape ({num_test},), got {np.shape(y_test)}")
+        algorithm = fm_model.gibbs(
+            data,
+            rank=self.rank,
+            likelihood=self.likelihood,
+            hyper=fm_model.make_hyper(**self.hyper),
+            init_stdev=self.init_stdev,
+            fit_w0=self.fit_w0,
+            fit_linear=self.fit_linear,
+            num_levels=getattr(self, "num_levels_", None),
+            test=test,
+            num_test=num_test,
+        )
+        self.result_ = run(
+            algorithm,
+            jax.random.key(self.random_state),
+            n_kept,
+            num_warmup=n_iter - n_kept,
+            progress_bar=self.progress_bar,
+        )
+        posterior = self.result_.trace["posterior"]
+        self.samples_ = {k: np.asarray(v[0]) for k, v in posterior.items()}
+        self.timings_ = dict(self.result_.timings)
+        if X_test is not None and y_test is not None:
+            self.test_history_ = self._test_history(
+                np.asarray(self.result_.trace["sample_stats"]["yhat_test"][0]), y_test
+            )
+        return self
+
+    def _coo(self, X, name):
+        rows, cols, values, shape = fm_model.to_coo(X, name)
+        if hasattr(self, "n_features_") and shape[1] != self.n_features_:
+            raise ValueError(
+                f"{name} has {shape[1]} columns but the model was fitted on {self.n_features_}"
+            )
+        return rows, cols, values, shape
+
+    def _check_fitted(self):
+        if not hasattr(self, "samples_"):
+            raise ValueError("call fit(X, y) before predicting")
+
+    def predict_latent(self, X, chunk: int = 32) -> np.ndarray:
+        """``hat y`` of every kept sample on the rows of ``X``: (n_kept_samples, n)."""
+        self._check_fitted()
+        rows, cols, values, shape = self._coo(X, "X")
+        dtype = jnp.result_type(float)
+        rows, cols = jnp.asarray(rows, jnp.int32), jnp.asarray(cols, jnp.int32)
+        values = jnp.asarray(values, dtype)
+        s = self.samples_
+        out = []
+        for start in range(0, s["w"].shape[0], chunk):
+            part = slice(start, start + chunk)
+            out.append(
+                np.asarray(
+                    _predict_draws(rows, cols, values, shape[0], s["b"][part], s["w"][part],
+                                   s["V"][part])
+                )
+            )  # fmt: skip
+        return np.concatenate(out)
+
+    def to_inference_data(self):
+        """The fit as :class:`arviz.InferenceData` (b, w, V, hyperparameters, noise;
+        ``lp`` and training ``rmse`` per draw in ``sample_stats``)."""
+        self._check_fitted()
+        return to_inference_data(self.result_)
+
+
+@functools.partial(jax.jit, static_argnames="num_rows")
+def _predict_draws(rows, cols, values, num_rows, b, w, V):
+    return jax.vmap(lambda b_, w_, V_: fm_model.predict(rows, cols, values, num_rows, b_, w_, V_))(
+        b, w, V
+    )
+
+
+class FMRegressor(_BayesianFM):
+    """Bayesian FM regression (Gaussian noise), Gibbs sampling; see the module docstring."""
+
+    likelihood = "gaussian"
+
+    def predict(self, X) -> np.ndarray:
+        """Posterior-mean prediction over the kept samples."""
+        return self.predict_latent(X).mean(axis=0)
+
+    def _test_history(self, yhat, y_test):
+        running = np.cumsum(yhat, axis=0) / np.arange(1, yhat.shape[0] + 1)[:, None]
+        return np.sqrt(np.mean((running - np.asarray(y_test, float)) ** 2, axis=1))
+
+
+class FMClassifier(_BayesianFM):
+    """Bayesian FM binary classification by probit (Albert-Chib augmentation). Labels 0/1."""
+
+    likelihood = "probit"
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Posterior predictive ``P(y = 1 | x)``: the mean over kept samples of
+        ``Phi(hat y)``."""
+        return np.asarray(ndtr(self.predict_latent(X))).mean(axis=0)
+
+    def predict(self, X) -> np.ndarray:
+        return (self.predict_proba(X) > 0.5).astype(np.int64)
+
+    def _test_history(self, yhat, y_test):
+        p = np.cumsum(np.asarray(ndtr(yhat)), axis=0) / np.arange(1, yhat.shape[0] + 1)[:, None]
+        return np.mean((p > 0.5) == np.asarray(y_test), axis=1)
+
+
+class FMOrdinal(_BayesianFM):
+    """Bayesian FM ordinal regression by ordered probit with sampled cutpoints. Labels are
+    consecutive integers (e.g. ratings 1..5); predictions use the same labels."""
+
+    likelihood = "ordinal"
+
+    def _encode(self, y):
+        y = np.asarray(y)
+        if y.ndim != 1 or not np.issubdtype(y.dtype, np.number):
+            raise ValueError("y must be a 1-D array of integer levels")
+        if not np.all(np.isfinite(y)) or not np.all(y == np.round(y)):
+            raise ValueError("y must hold integer levels (no NaN, no fractions)")
+        levels = np.unique(y.astype(np.int64))
+        if levels.size < 2 or not np.array_equal(levels, np.arange(levels[0], levels[-1] + 1)):
+            raise ValueError(
+                f"y must hold consecutive integer levels with at least two of them, got "
+                f"{levels.tolist()[:20]}"
+            )
+        self.classes_ = levels
+        self.num_levels_ = int(levels.size)
+        return fm_model.check_targets(y.astype(np.int64) - levels[0], y.shape[0], "ordinal")
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Posterior predictive ``P(y = level | x)`` (n, L), averaged over kept samples."""
+        yhat = self.predict_latent(X)  # (S, n)
+        cut = self.samples_["cutpoints"]  # (S, L-1)
+        upper = np.concatenate([cut, np.full((cut.shape[0], 1), math.inf)], axis=1)
+        cdf = np.asarray(ndtr(upper[:, None, :] - yhat[:, :, None]))  # (S, n, L)
+        probs = np.diff(cdf, axis=2, prepend=0.0)
+        return probs.mean(axis=0)
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable level."""
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+    def _test_history(self, yhat, y_test):
+        return np.full(yhat.shape[0], np.nan)

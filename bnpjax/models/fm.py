@@ -1,0 +1,742 @@
+r"""Bayesian factorization machines: the Gibbs sampler of Rendle (2012) / libFM MCMC.
+
+Model (``../shared/seeds/004_530d5665a5aa3b14.txt``, with INDEX's corrections). For a row
+:math:`x \in \mathbb R^p` of the design matrix
+
+.. math::
+
+    \hat y(x) = b + \sum_i w_i x_i + \sum_{i<j} \langle v_i, v_j\rangle x_i x_j
+              = b + \sum_i w_i x_i
+                + \tfrac12 \sum_{f=1}^{K} \Big[\big(\textstyle\sum_i v_{if} x_i\big)^2
+                                              - \textstyle\sum_i v_{if}^2 x_i^2\Big],
+
+:math:`y \mid x \sim \mathcal N(\hat y(x), \sigma_n^2)`. Priors, per feature group ``g``
+(myFM's ``group_shapes``, libFM's meta file)::
+
+    b ~ N(0, 1 / reg_0)                 w_i ~ N(mu_w[g], sigma_w^2[g])
+    mu_w[g] ~ N(mu_0, sigma_w^2[g] / gamma_0)       sigma_w^2[g] ~ InvGamma(alpha_0/2, beta_0/2)
+    v_if ~ N(mu_v[g,f], sigma_v^2[g,f])  with the same hyperpriors per (g, f)
+    sigma_n^2 ~ InvGamma(alpha_0/2, beta_0/2)
+
+(the seed's :math:`a_\theta, b_\theta` are ``alpha_0/2, beta_0/2``, its :math:`m_\theta,
+\lambda_\theta` are ``mu_0, gamma_0``; defaults are myFM's.)
+
+**Gibbs updates** (seed, "conjugate posteriors"). Every parameter :math:`\theta` enters
+:math:`\hat y^{(d)}` linearly, :math:`\hat y^{(d)} = g_\theta^{(d)} + \theta h_\theta^{(d)}` with
+:math:`h_b = 1`, :math:`h_{w_i} = x_i`, :math:`h_{v_{if}} = x_i (q_f^{(d)} - v_{if} x_i)` and
+:math:`q_f^{(d)} = \sum_j v_{jf} x_j^{(d)}`, so
+
+.. math::
+
+    \theta \mid \cdot \sim \mathcal N(\mu^\star, \sigma^{\star 2}), \quad
+    \sigma^{\star -2} = \frac{\sum_d h^{(d)2}}{\sigma_n^2} + \frac1{\sigma_\theta^2}, \quad
+    \mu^\star = \sigma^{\star 2}\Big(\frac{\sum_d h^{(d)} (e^{(d)} + \theta h^{(d)})}{\sigma_n^2}
+                + \frac{\mu_\theta}{\sigma_\theta^2}\Big)
+
+with the cached residual :math:`e^{(d)} = y^{(d)} - \hat y^{(d)}` and :math:`q_f^{(d)}` updated
+after each draw (:math:`\Delta e = -\Delta\theta\, h`, :math:`\Delta q_f = x_i \Delta v_{if}`).
+Then :math:`\mu_\theta \sim \mathcal N\big((\sum_i \theta_i + \gamma_0\mu_0)/(n_g + \gamma_0),
+\sigma_\theta^2/(n_g+\gamma_0)\big)`, :math:`\sigma_\theta^2 \sim \mathrm{InvGamma}\big(
+\alpha_0/2 + (n_g+1)/2, \beta_0/2 + \tfrac12[\sum_i(\theta_i - \mu_\theta)^2 +
+\gamma_0(\mu_\theta - \mu_0)^2]\big)` per group (and factor), and
+:math:`\sigma_n^2 \sim \mathrm{InvGamma}(\alpha_0/2 + D/2, \beta_0/2 + \tfrac12\sum_d e^{(d)2})`.
+The sweep order is libFM's: ``b``, all ``w``, then ``v_{.f}`` for ``f = 1..K``, then the
+hyperparameters.
+
+**Exact parallel blocks.** Two features ``i, j`` that never appear in the same row are
+conditionally independent given everything else: :math:`h_{w_i}` and :math:`h_{v_{if}}` involve
+only rows where ``i`` is nonzero, and updating :math:`\theta_j` changes :math:`e^{(d)}` and
+:math:`q_f^{(d)}` only in rows where ``j`` is nonzero, a disjoint set. So the conditional of
+:math:`\theta_i` is the same before and after :math:`\theta_j` is redrawn, and drawing every
+feature of such a set at once is the same Markov kernel as drawing them one after another.
+:func:`make_data` finds these sets by a greedy colouring of the co-occurrence graph of the
+features (an edge where two features share a row); a block of one-hot user ids is one colour.
+Within a colour every row holds at most one feature, so a colour is stored as one entry per
+covered row and its updates are segment sums over features plus elementwise row updates. The
+sweep is the exact Gibbs sweep above, its colours visited in turn.
+
+**Likelihoods.** ``"gaussian"`` as above. ``"probit"`` (labels 0/1, Albert & Chib 1993):
+:math:`y = 1[z > 0]`, :math:`z \sim \mathcal N(\hat y, 1)`; each sweep first draws
+:math:`z \mid y, \hat y` from the truncated normal and then runs the Gaussian updates on
+``z`` with :math:`\sigma_n = 1`. ``"ordinal"`` (labels ``0..L-1``, ordered probit):
+:math:`y = k` iff :math:`c_{k-1} < z \le c_k` (:math:`c_{-1} = -\infty, c_{L-1} = \infty`);
+the cutpoints, parametrised as :math:`\gamma_0 = c_0`, :math:`\gamma_k = \log(c_k - c_{k-1})`
+with independent :math:`\mathcal N(0, s_c^2)` priors, get a random-walk Metropolis step with
+``z`` integrated out (Cowles 1996), then ``z`` is drawn given them. The intercept ``b`` is not
+identified beside the cutpoints, so ordinal models fix ``b = 0`` (as ``fit_w0=False``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import log_ndtr
+
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
+
+__all__ = [
+    "FMBlock",
+    "FMData",
+    "FMHyper",
+    "FMInfo",
+    "FMState",
+    "colour_features",
+    "data_sample",
+    "gibbs",
+    "log_likelihood",
+    "make_data",
+    "make_hyper",
+    "predict",
+    "prior_sample",
+    "to_coo",
+]
+
+LIKELIHOODS = ("gaussian", "probit", "ordinal")
+_LOG_2PI = math.log(2 * math.pi)
+
+
+class FMBlock(NamedTuple):
+    """One colour: features that never share a row. ``rows`` (nnz_c,) sorted row ids (all
+    rows, in order, when the colour covers every row), ``local`` (nnz_c,) the entry's feature
+    as a position in ``features``, ``values`` (nnz_c,), ``features`` (p_c,) global ids."""
+
+    rows: jax.Array
+    local: jax.Array
+    values: jax.Array
+    features: jax.Array
+
+
+class FMData(NamedTuple):
+    """The design as colour blocks, the targets ``y`` (n,) and ``group`` (p,) per feature.
+    For ``"probit"`` ``y`` holds 0/1, for ``"ordinal"`` the level ``0..L-1`` (as floats)."""
+
+    blocks: tuple[FMBlock, ...]
+    y: jax.Array
+    group: jax.Array
+    group_sizes: jax.Array  # (G,) features per group
+
+
+class FMHyper(NamedTuple):
+    """myFM's names: InvGamma(alpha_0/2, beta_0/2) variances, N(mu_0, var/gamma_0) means,
+    b ~ N(0, 1/reg_0); ``cutpoint_scale`` is the prior sd of the ordinal cutpoint parameters."""
+
+    alpha_0: jax.Array
+    beta_0: jax.Array
+    gamma_0: jax.Array
+    mu_0: jax.Array
+    reg_0: jax.Array
+    cutpoint_scale: jax.Array
+
+
+class FMState(NamedTuple):
+    b: jax.Array  # ()
+    w: jax.Array  # (p,)
+    V: jax.Array  # (p, K)
+    noise_var: jax.Array  # () sigma_n^2 (1 for probit and ordinal)
+    mu_w: jax.Array  # (G,)
+    var_w: jax.Array  # (G,)
+    mu_v: jax.Array  # (G, K)
+    var_v: jax.Array  # (G, K)
+    cutpoints: jax.Array  # (L-1,) ordinal only, else (0,)
+
+
+class FMInfo(NamedTuple):
+    lp: jax.Array  # log-likelihood of the training targets
+    rmse: jax.Array  # training RMSE of hat y against y (gaussian) or the latent z
+    acceptance_rate: jax.Array  # cutpoint Metropolis step (1 when there is none)
+
+
+def make_hyper(
+    alpha_0: float = 1.0,
+    beta_0: float = 1.0,
+    gamma_0: float = 1.0,
+    mu_0: float = 0.0,
+    reg_0: float = 1.0,
+    cutpoint_scale: float = 3.0,
+) -> FMHyper:
+    """Hyperparameters (module docstring); defaults are myFM's."""
+    values = dict(
+        alpha_0=alpha_0,
+        beta_0=beta_0,
+        gamma_0=gamma_0,
+        mu_0=mu_0,
+        reg_0=reg_0,
+        cutpoint_scale=cutpoint_scale,
+    )
+    for name, value in values.items():
+        if not np.isfinite(value) or (name != "mu_0" and value <= 0):
+            raise ValueError(f"{name} must be {'finite' if name == 'mu_0' else 'positive'}")
+    dtype = jnp.result_type(float)
+    return FMHyper(**{k: jnp.asarray(v, dtype) for k, v in values.items()})
+
+
+# --------------------------------------------------------------------------------------------
+# host-side preparation
+
+
+def to_coo(X, name: str = "X"):
+    """Validate a design matrix (``scipy.sparse`` of any format or a dense 2-D array) and
+    return its nonzero entries ``(rows, cols, values, shape)`` in row-major order."""
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=float)
+        X.sum_duplicates()
+        X.eliminate_zeros()
+        shape = X.shape
+        values = np.asarray(X.data, float)
+        cols = np.asarray(X.indices, np.int64)
+        rows = np.repeat(np.arange(shape[0]), np.diff(X.indptr))
+    else:
+        try:
+            dense = np.asarray(X, float)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{name} must be a 2-D array or scipy.sparse matrix: {err}") from err
+        if dense.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {dense.shape}")
+        shape = dense.shape
+        rows, cols = np.nonzero(dense)
+        values = dense[rows, cols]
+        if not np.all(np.isfinite(dense)):
+            raise ValueError(f"{name} contains NaN or infinite values")
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if shape[0] == 0 or shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {shape})")
+    return rows.astype(np.int64), cols.astype(np.int64), values, shape
+
+
+def colour_features(rows, cols, num_rows: int, num_features: int) -> np.ndarray:
+    """Colour the co-occurrence graph of the features (an edge joins two features that are
+    nonzero in a common row) so that no two features of one colour share a row. DSatur
+    (Brelaz 1979): repeatedly colour the feature whose neighbours already use the most
+    distinct colours (ties: highest degree) with the smallest free colour. DSatur is exact on
+    bipartite graphs, so a user x item one-hot design gets two colours; plain greedy by degree
+    need not. Returns the colour of each feature (features in no row get colour 0)."""
+    import heapq
+
+    import scipy.sparse as sp
+
+    pattern = sp.csr_matrix(
+        (np.ones(len(rows), np.float32), (rows, cols)), shape=(num_rows, num_features)
+    )
+    pattern.data[:] = 1.0
+    graph = (pattern.T @ pattern).tocsr()
+    graph.setdiag(0)
+    graph.eliminate_zeros()
+    indptr, indices = graph.indptr, graph.indices
+    degree = np.diff(indptr)
+    colour = np.full(num_features, -1, np.int64)
+    saturation: dict[int, set] = {}
+    heap = [(0, -int(d), int(i)) for i, d in enumerate(degree)]
+    heapq.heapify(heap)
+    while heap:
+        neg_sat, _, i = heapq.heappop(heap)
+        used = saturation.get(i, set())
+        if colour[i] >= 0 or -neg_sat != len(used):
+            continue  # stale entry
+        c = 0
+        while c in used:
+            c += 1
+        colour[i] = c
+        saturation.pop(i, None)
+        for j in indices[indptr[i] : indptr[i + 1]]:
+            if colour[j] < 0:
+                seen = saturation.setdefault(int(j), set())
+                if c not in seen:
+                    seen.add(c)
+                    heapq.heappush(heap, (-len(seen), -int(degree[j]), int(j)))
+    return colour
+
+
+def _groups(group_shapes, num_features: int) -> np.ndarray:
+    if group_shapes is None:
+        return np.zeros(num_features, np.int64)
+    shapes = [int(s) for s in group_shapes]
+    if any(s <= 0 for s in shapes) or sum(shapes) != num_features:
+        raise ValueError(
+            f"group_shapes must be positive integers summing to the {num_features} columns of "
+            f"X, got {list(group_shapes)}"
+        )
+    return np.repeat(np.arange(len(shapes)), shapes)
+
+
+def check_targets(y, num_rows: int, likelihood: str, num_levels: int | None = None):
+    """Validate targets against the likelihood; returns them as floats (ordinal: 0-based)."""
+    y = np.asarray(y)
+    if y.dtype == bool:
+        y = y.astype(np.int64)
+    if y.ndim != 1 or y.shape[0] != num_rows:
+        raise ValueError(f"y must have shape ({num_rows},) to match X, got {y.shape}")
+    if not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y.astype(float))):
+        raise ValueError("y contains NaN, infinite or non-numeric values")
+    y = y.astype(float)
+    if likelihood == "probit" and not np.all((y == 0) | (y == 1)):
+        raise ValueError("y must hold class labels 0 and 1 for the probit classifier")
+    if likelihood == "ordinal":
+        if not np.all(y == np.round(y)) or y.min() < 0:
+            raise ValueError("y must hold ordinal levels 0, 1, ..., L-1 (integers)")
+        levels = int(y.max()) + 1 if num_levels is None else int(num_levels)
+        if y.max() >= levels:
+            raise ValueError(f"y has levels up to {int(y.max())} but L = {levels}")
+    return y
+
+
+def make_data(X, y, *, likelihood: str = "gaussian", group_shapes=None) -> FMData:
+    """Validate the design ``X`` (n, p) (``scipy.sparse`` or dense) and targets ``y`` (n,) and
+    lay the design out as colour blocks (module docstring). Raises ``ValueError`` naming the
+    argument on NaN/inf, shape mismatches, or labels that do not fit ``likelihood``."""
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
+    rows, cols, values, (n, p) = to_coo(X)
+    y = check_targets(y, n, likelihood)
+    group = _groups(group_shapes, p)
+    colour = colour_features(rows, cols, n, p)
+    blocks = []
+    dtype = jnp.result_type(float)
+    entry_colour = colour[cols]
+    for c in range(int(colour.max()) + 1):
+        features = np.flatnonzero(colour == c)
+        position = np.full(p, -1, np.int64)
+        position[features] = np.arange(len(features))
+        take = entry_colour == c
+        r, f, v = rows[take], cols[take], values[take]
+        order = np.argsort(r, kind="stable")
+        r, f, v = r[order], f[order], v[order]
+        if len(r) == n:  # covers every row: kept dense, in row order (see _add_rows)
+            assert np.array_equal(r, np.arange(n))
+        blocks.append(
+            FMBlock(
+                rows=jnp.asarray(r, jnp.int32),
+                local=jnp.asarray(position[f], jnp.int32),
+                values=jnp.asarray(v, dtype),
+                features=jnp.asarray(features, jnp.int32),
+            )
+        )
+    return FMData(
+        blocks=tuple(blocks),
+        y=jnp.asarray(y, dtype),
+        group=jnp.asarray(group, jnp.int32),
+        group_sizes=jnp.asarray(np.bincount(group), dtype),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# compiled building blocks
+
+
+def _num_rows(data: FMData) -> int:
+    return data.y.shape[0]
+
+
+def _gather_rows(vector, block: FMBlock, n: int):
+    return vector if block.rows.shape[0] == n else vector[block.rows]
+
+
+def _add_rows(vector, block: FMBlock, values, n: int):
+    """``vector[rows] += values``; a colour that covers every row is in row order already."""
+    if block.rows.shape[0] == n:
+        return vector + values
+    return vector.at[block.rows].add(values, indices_are_sorted=True, unique_indices=True)
+
+
+def _predict_parts(data: FMData, b, w, V):
+    """``hat y`` (n,) and ``q`` (K, n) of the training rows, from scratch (O(nnz K))."""
+    n, K = _num_rows(data), V.shape[1]
+    linear = jnp.full((n,), b, w.dtype)
+    q = jnp.zeros((K, n), w.dtype)
+    squares = jnp.zeros((n,), w.dtype)
+    for block in data.blocks:
+        x = block.values
+        w_e = w[block.features][block.local]
+        V_e = V[block.features][block.local]  # (nnz_c, K)
+        linear = _add_rows(linear, block, x * w_e, n)
+        q = jax.vmap(lambda qf, add: _add_rows(qf, block, add, n))(q, (x[:, None] * V_e).T)
+        squares = _add_rows(squares, block, x**2 * jnp.sum(V_e**2, axis=1), n)
+    return linear + 0.5 * (jnp.sum(q**2, axis=0) - squares), q
+
+
+def _gaussian_block(noise, e, block, h, theta, prior_mean, prior_var, noise_var, n):
+    """Draw every feature of one colour from its Gaussian conditional (module docstring) and
+    update the residual. ``theta``, ``prior_*``, ``noise`` (standard normals): (p_c,);
+    ``h``: (nnz_c,) regressors."""
+    residual = _gather_rows(e, block, n) + theta[block.local] * h
+    p_c = theta.shape[0]
+    # one two-column segment sum costs about as much as a one-column one
+    sums = jax.ops.segment_sum(
+        jnp.stack([h * h, h * residual], axis=1), block.local, num_segments=p_c
+    )
+    hh, hr = sums[:, 0], sums[:, 1]
+    precision = hh / noise_var + 1.0 / prior_var
+    mean = (hr / noise_var + prior_mean / prior_var) / precision
+    new = mean + noise * jax.lax.rsqrt(precision)
+    delta = new - theta
+    return new, _add_rows(e, block, -delta[block.local] * h, n), delta
+
+
+def _inv_gamma(key, shape, scale):
+    return scale / jax.random.gamma(key, shape, dtype=jnp.result_type(scale))
+
+
+def _normal_hyper(key, theta, group, sizes, var, hyper):
+    """Per group (and factor): mu | var, theta, then var | mu, theta (module docstring).
+    ``theta`` (p, ...), ``var`` (G, ...)."""
+    key_mu, key_var = jax.random.split(key)
+    G = sizes.shape[0]
+    extra = (1,) * (theta.ndim - 1)
+    n_g = sizes.reshape((G, *extra))
+    total = jax.ops.segment_sum(theta, group, num_segments=G)
+    lam = n_g + hyper.gamma_0
+    mu = (total + hyper.gamma_0 * hyper.mu_0) / lam + jnp.sqrt(var / lam) * jax.random.normal(
+        key_mu, var.shape, var.dtype
+    )
+    dev = jax.ops.segment_sum((theta - mu[group]) ** 2, group, num_segments=G)
+    shape = hyper.alpha_0 / 2 + (n_g + 1) / 2
+    scale = hyper.beta_0 / 2 + 0.5 * (dev + hyper.gamma_0 * (mu - hyper.mu_0) ** 2)
+    return mu, _inv_gamma(key_var, jnp.broadcast_to(shape, var.shape), scale)
+
+
+def _interval_log_prob(lower, upper):
+    """log(Phi(upper) - Phi(lower)) for lower < upper, stable in both tails."""
+    flip = lower > 0
+    a = jnp.where(flip, -upper, lower)
+    b = jnp.where(flip, -lower, upper)
+    log_b, log_a = log_ndtr(b), log_ndtr(a)
+    return log_b + jnp.log1p(-jnp.exp(jnp.minimum(log_a - log_b, 0.0)))
+
+
+def _bounds(y, cutpoints, likelihood):
+    """Interval of the latent z for each target."""
+    inf = jnp.asarray(jnp.inf, y.dtype)
+    if likelihood == "probit":
+        return jnp.where(y > 0, 0.0, -inf), jnp.where(y > 0, inf, 0.0)
+    padded = jnp.concatenate([-inf[None], cutpoints, inf[None]])
+    level = y.astype(jnp.int32)
+    return padded[level], padded[level + 1]
+
+
+def _cutpoints_from(params):
+    return jnp.cumsum(jnp.concatenate([params[:1], jnp.exp(params[1:])]))
+
+
+def _params_from(cutpoints):
+    return jnp.concatenate([cutpoints[:1], jnp.log(jnp.diff(cutpoints))])
+
+
+def _sample_latent(key, y, yhat, cutpoints, likelihood):
+    lower, upper = _bounds(y, cutpoints, likelihood)
+    z = yhat + jax.random.truncated_normal(key, lower - yhat, upper - yhat, yhat.shape, yhat.dtype)
+    return jnp.clip(z, lower, upper)
+
+
+def _cutpoint_step(key, y, yhat, cutpoints, hyper, step_sizes):
+    """Random-walk Metropolis on (c_0, log gaps) with z integrated out (module docstring)."""
+    key_prop, key_acc = jax.random.split(key)
+    params = _params_from(cutpoints)
+    proposal = params + step_sizes * jax.random.normal(key_prop, params.shape, params.dtype)
+    new_cut = _cutpoints_from(proposal)
+
+    def log_target(p, c):
+        lower, upper = _bounds(y, c, "ordinal")
+        prior = -0.5 * jnp.sum(p**2) / hyper.cutpoint_scale**2
+        return jnp.sum(_interval_log_prob(lower - yhat, upper - yhat)) + prior
+
+    log_ratio = log_target(proposal, new_cut) - log_target(params, cutpoints)
+    accept = jnp.log(jax.random.uniform(key_acc, (), yhat.dtype)) < log_ratio
+    return jnp.where(accept, new_cut, cutpoints), accept.astype(yhat.dtype)
+
+
+def _log_likelihood_terms(y, yhat, noise_var, cutpoints, likelihood):
+    if likelihood == "gaussian":
+        return -0.5 * (_LOG_2PI + jnp.log(noise_var) + (y - yhat) ** 2 / noise_var)
+    lower, upper = _bounds(y, cutpoints, likelihood)
+    return _interval_log_prob(lower - yhat, upper - yhat)
+
+
+def _step(data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear):
+    n = _num_rows(data)
+    K = state.V.shape[1]
+    keys = jax.random.split(key, 8)
+    yhat, q = _predict_parts(data, state.b, state.w, state.V)
+    cutpoints, accepted = state.cutpoints, jnp.ones((), yhat.dtype)
+    if likelihood == "gaussian":
+        target, noise_var = data.y, state.noise_var
+    else:
+        if likelihood == "ordinal":
+            cutpoints, accepted = _cutpoint_step(
+                keys[0], data.y, yhat, state.cutpoints, hyper, step_sizes
+            )
+        target = _sample_latent(keys[1], data.y, yhat, cutpoints, likelihood)
+        noise_var = jnp.ones((), yhat.dtype)
+    e = target - yhat
+
+    b = state.b
+    if fit_w0:
+        precision = n / noise_var + hyper.reg_0
+        mean = jnp.sum(e + b) / noise_var / precision
+        b = mean + jax.random.normal(keys[2], (), e.dtype) * jax.lax.rsqrt(precision)
+        e = e - (b - state.b)
+
+    group = data.group
+    w = state.w
+    # the sweep's standard normals in one draw: row 0 for w, row f + 1 for factor f
+    noise = jax.random.normal(keys[3], (K + 1, w.shape[0]), w.dtype)
+    if fit_linear:
+        for block in data.blocks:
+            g = group[block.features]
+            new, e, _ = _gaussian_block(
+                noise[0, block.features],
+                e,
+                block,
+                block.values,
+                w[block.features],
+                state.mu_w[g],
+                state.var_w[g],
+                noise_var,
+                n,
+            )
+            w = w.at[block.features].set(new)
+
+    def factor(e, xs):
+        # factor f's column of V, its q_f, normals and hyperparameters arrive as scan inputs:
+        # nothing of size (K, n) is carried or updated in place
+        vf, qf, noise_f, mu_f, var_f = xs
+        for block in data.blocks:
+            x = block.values
+            g = group[block.features]
+            v_c = vf[block.features]
+            h = x * (_gather_rows(qf, block, n) - v_c[block.local] * x)
+            new, e, delta = _gaussian_block(
+                noise_f[block.features], e, block, h, v_c, mu_f[g], var_f[g], noise_var, n
+            )
+            qf = _add_rows(qf, block, delta[block.local] * x, n)
+            vf = vf.at[block.features].set(new)
+        return e, vf
+
+    V = state.V
+    if K:
+        e, Vt = jax.lax.scan(factor, e, (V.T, q, noise[1:], state.mu_v.T, state.var_v.T))
+        V = Vt.T
+
+    sizes = data.group_sizes
+    if fit_linear:
+        mu_w, var_w = _normal_hyper(keys[5], w, group, sizes, state.var_w, hyper)
+    else:
+        mu_w, var_w = state.mu_w, state.var_w
+    mu_v, var_v = _normal_hyper(keys[6], V, group, sizes, state.var_v, hyper)
+    if likelihood == "gaussian":
+        noise_var = _inv_gamma(keys[7], hyper.alpha_0 / 2 + n / 2, hyper.beta_0 / 2 + 0.5 * e @ e)
+    new = FMState(b, w, V, noise_var, mu_w, var_w, mu_v, var_v, cutpoints)
+    yhat = target - e
+    lp = jnp.sum(_log_likelihood_terms(data.y, yhat, noise_var, cutpoints, likelihood))
+    info = FMInfo(lp=lp, rmse=jnp.sqrt(jnp.mean(e**2)), acceptance_rate=accepted)
+    return new, info
+
+
+# --------------------------------------------------------------------------------------------
+# prior, data, likelihood, prediction
+
+
+def prior_sample(
+    key, num_features: int, rank: int, hyper: FMHyper, *, num_groups: int = 1, group=None,
+    likelihood: str = "gaussian", num_levels: int = 0, fit_w0: bool = True,
+    fit_linear: bool = True,
+) -> FMState:  # fmt: skip
+    """A state drawn from the prior (hyperparameters, then b, w, V)."""
+    keys = jax.random.split(key, 9)
+    dtype = hyper.alpha_0.dtype
+    group = jnp.zeros(num_features, jnp.int32) if group is None else jnp.asarray(group)
+
+    def variance_and_mean(k1, k2, shape):
+        var = _inv_gamma(k1, jnp.full(shape, hyper.alpha_0 / 2), hyper.beta_0 / 2)
+        mean = hyper.mu_0 + jnp.sqrt(var / hyper.gamma_0) * jax.random.normal(k2, shape, dtype)
+        return mean, var
+
+    mu_w, var_w = variance_and_mean(keys[0], keys[1], (num_groups,))
+    mu_v, var_v = variance_and_mean(keys[2], keys[3], (num_groups, rank))
+    w = mu_w[group] + jnp.sqrt(var_w[group]) * jax.random.normal(keys[4], (num_features,), dtype)
+    w = w if fit_linear else jnp.zeros_like(w)
+    V = mu_v[group] + jnp.sqrt(var_v[group]) * jax.random.normal(
+        keys[5], (num_features, rank), dtype
+    )
+    b = jax.random.normal(keys[6], (), dtype) / jnp.sqrt(hyper.reg_0) if fit_w0 else 0.0
+    if likelihood == "gaussian":
+        noise_var = _inv_gamma(keys[7], hyper.alpha_0 / 2, hyper.beta_0 / 2)
+    else:
+        noise_var = jnp.ones((), dtype)
+    if likelihood == "ordinal":
+        params = hyper.cutpoint_scale * jax.random.normal(keys[8], (num_levels - 1,), dtype)
+        cutpoints = _cutpoints_from(params)
+    else:
+        cutpoints = jnp.zeros((0,), dtype)
+    return FMState(jnp.asarray(b, dtype), w, V, noise_var, mu_w, var_w, mu_v, var_v, cutpoints)
+
+
+def data_sample(key, state: FMState, data: FMData, likelihood: str = "gaussian") -> FMData:
+    """Fresh targets ``y | state`` on the design of ``data``."""
+    yhat, _ = _predict_parts(data, state.b, state.w, state.V)
+    if likelihood == "gaussian":
+        y = yhat + jnp.sqrt(state.noise_var) * jax.random.normal(key, yhat.shape, yhat.dtype)
+    else:
+        z = yhat + jax.random.normal(key, yhat.shape, yhat.dtype)
+        if likelihood == "probit":
+            y = (z > 0).astype(yhat.dtype)
+        else:
+            y = jnp.sum(z[:, None] > state.cutpoints[None, :], axis=1).astype(yhat.dtype)
+    return data._replace(y=y)
+
+
+def log_likelihood(data: FMData, state: FMState, likelihood: str = "gaussian") -> jax.Array:
+    """Pointwise ``log p(y_d | state)`` (n,) of the training targets."""
+    yhat, _ = _predict_parts(data, state.b, state.w, state.V)
+    return _log_likelihood_terms(data.y, yhat, state.noise_var, state.cutpoints, likelihood)
+
+
+def predict(rows, cols, values, num_rows: int, b, w, V):
+    r"""``hat y`` for the COO design ``(rows, cols, values)`` with ``num_rows`` rows (module
+    docstring's formula), for one draw. ``vmap`` it over draws."""
+    x = values
+    linear = jax.ops.segment_sum(x * w[cols], rows, num_segments=num_rows)
+    xv = x[:, None] * V[cols]
+    q = jax.ops.segment_sum(xv, rows, num_segments=num_rows)
+    squares = jax.ops.segment_sum(jnp.sum(xv**2, axis=1), rows, num_segments=num_rows)
+    return b + linear + 0.5 * (jnp.sum(q**2, axis=1) - squares)
+
+
+# --------------------------------------------------------------------------------------------
+# the kernel
+
+
+def _init(data, hyper, key, *, rank, likelihood, num_levels, init_stdev, fit_w0):
+    """libFM/myFM's start: b = 0, w = 0, V ~ N(0, init_stdev^2), unit variances; ordinal
+    cutpoints at the normal quantiles of the observed level frequencies."""
+    dtype = data.y.dtype
+    p = data.group.shape[0]
+    G = data.group_sizes.shape[0]
+    V = init_stdev * jax.random.normal(key, (p, rank), dtype)
+    if likelihood == "ordinal":
+        counts = jnp.stack([jnp.sum(data.y == k) for k in range(num_levels)]).astype(dtype)
+        cum = jnp.cumsum(counts)[:-1] / data.y.shape[0]
+        cutpoints = jax.scipy.special.ndtri(jnp.clip(cum, 0.01, 0.99))
+        cutpoints = cutpoints + 0.1 * jnp.arange(num_levels - 1)  # strictly increasing
+    else:
+        cutpoints = jnp.zeros((0,), dtype)
+    b = jnp.where(fit_w0 & (likelihood == "gaussian"), jnp.mean(data.y), 0.0).astype(dtype)
+    return FMState(
+        b=b,
+        w=jnp.zeros(p, dtype),
+        V=V,
+        noise_var=jnp.ones((), dtype),
+        mu_w=jnp.zeros(G, dtype),
+        var_w=jnp.ones(G, dtype),
+        mu_v=jnp.zeros((G, rank), dtype),
+        var_v=jnp.ones((G, rank), dtype),
+        cutpoints=cutpoints,
+    )
+
+
+def _trace(data, hyper, test, state, info, *, likelihood, num_test):
+    posterior = {
+        "b": state.b,
+        "w": state.w,
+        "V": state.V,
+        "mu_w": state.mu_w,
+        "var_w": state.var_w,
+        "mu_v": state.mu_v,
+        "var_v": state.var_v,
+    }
+    if likelihood == "gaussian":
+        posterior["noise_var"] = state.noise_var
+    if likelihood == "ordinal":
+        posterior["cutpoints"] = state.cutpoints
+    stats = {"lp": info.lp, "rmse": info.rmse}
+    if likelihood == "ordinal":
+        stats["acceptance_rate"] = info.acceptance_rate
+    if test is not None:
+        rows, cols, values = test
+        stats["yhat_test"] = predict(rows, cols, values, num_test, state.b, state.w, state.V)
+    return {"posterior": posterior, "sample_stats": stats}
+
+
+def gibbs(
+    data: FMData,
+    *,
+    rank: int = 10,
+    likelihood: str = "gaussian",
+    hyper: FMHyper | None = None,
+    init_stdev: float = 0.1,
+    fit_w0: bool = True,
+    fit_linear: bool = True,
+    num_levels: int | None = None,
+    test=None,
+    num_test: int = 0,
+) -> SamplingAlgorithm:
+    """The BFM Gibbs sampler (module docstring) as a kernel for :func:`bnpjax.sample`.
+
+    ``test``: an optional COO design ``(rows, cols, values)`` with ``num_test`` rows whose
+    predictions ``yhat_test`` are traced at every kept draw (the estimators use this).
+    Ordinal models need ``num_levels`` (default: the largest label + 1) and fix ``b = 0``."""
+    if not isinstance(data, FMData):
+        raise ValueError("data must come from bnpjax.models.fm.make_data")
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        raise ValueError(f"rank must be a non-negative integer, got {rank!r}")
+    if not (np.isfinite(init_stdev) and init_stdev >= 0):
+        raise ValueError(f"init_stdev must be >= 0, got {init_stdev}")
+    hyper = make_hyper() if hyper is None else hyper
+    step_sizes = jnp.zeros((0,), data.y.dtype)
+    if likelihood == "ordinal":
+        fit_w0 = False
+        if num_levels is None:
+            num_levels = int(np.max(np.asarray(data.y))) + 1
+        if num_levels < 2:
+            raise ValueError("an ordinal model needs at least 2 levels")
+        # proposal scale ~ the posterior sd of each cutpoint parameter: a function of the data,
+        # not adapted from the chain, so the Metropolis step stays exact (traceable, for Geweke)
+        counts = jnp.bincount(data.y.astype(jnp.int32), length=num_levels)
+        near = (counts[:-1] + counts[1:]).astype(data.y.dtype)
+        step_sizes = 1.5 / jnp.sqrt(near + 1.0)
+    else:
+        num_levels = 0
+    test_arrays = None
+    if test is not None:
+        rows, cols, values = test
+        test_arrays = (
+            jnp.asarray(rows, jnp.int32),
+            jnp.asarray(cols, jnp.int32),
+            jnp.asarray(values, data.y.dtype),
+        )
+    static = dict(likelihood=likelihood, fit_w0=bool(fit_w0), fit_linear=bool(fit_linear))
+    return SamplingAlgorithm(
+        init=bind(
+            _init,
+            data,
+            hyper,
+            rank=rank,
+            likelihood=likelihood,
+            num_levels=int(num_levels),
+            init_stdev=float(init_stdev),
+            fit_w0=bool(fit_w0),
+        ),
+        step=bind(_step, data, hyper, step_sizes, **static),
+        trace=bind(_trace, data, hyper, test_arrays, likelihood=likelihood, num_test=int(num_test)),
+        spec=ArvizSpec(
+            name=f"fm.gibbs.{likelihood}",
+            dims={
+                "w": ["feature"],
+                "V": ["feature", "factor"],
+                "mu_w": ["group"],
+                "var_w": ["group"],
+                "mu_v": ["group", "factor"],
+                "var_v": ["group", "factor"],
+                "cutpoints": ["cutpoint"],
+                "yhat_test": ["test_row"],
+            },
+            settings={"rank": rank, "num_levels": num_levels, **static},
+        ),
+    )

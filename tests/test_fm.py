@@ -1,0 +1,203 @@
+"""Bayesian factorization machines: Geweke tests of the Gibbs sampler (regression, probit and
+ordered probit; rank 0 and rank > 0; two feature groups), exact parallel blocks, recovery,
+the myFM-style estimators and input validation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from bnpjax.fm import FMClassifier, FMOrdinal, FMRegressor
+from bnpjax.infer import compile_count, run
+from bnpjax.models import fm
+from bnpjax.testing import geweke_test
+
+# proper, light-tailed hyperpriors so that every test function has a finite variance
+HYPER = fm.make_hyper(alpha_0=8.0, beta_0=6.0, gamma_0=2.0, mu_0=0.0, reg_0=1.0,
+                      cutpoint_scale=1.0)  # fmt: skip
+
+
+def _small_design(seed=0):
+    """12 rows: a one-hot block of 4 'users', a one-hot block of 3 'items', and 2 real-valued
+    features present in some rows (so the colouring has more than two colours)."""
+    rng = np.random.default_rng(seed)
+    n = 12
+    users = np.arange(n) % 4
+    items = rng.integers(0, 3, n)
+    X = np.zeros((n, 9))
+    X[np.arange(n), users] = 1.0
+    X[np.arange(n), 4 + items] = 1.0
+    X[:, 7] = np.where(rng.random(n) < 0.6, rng.normal(size=n), 0.0)
+    X[:, 8] = np.where(rng.random(n) < 0.5, rng.uniform(0.5, 1.5, n), 0.0)
+    return sp.csr_matrix(X)
+
+
+GROUPS = [4, 5]
+
+
+def _statistics(likelihood):
+    def stats(state, data):
+        yhat, _ = fm._predict_parts(data, state.b, state.w, state.V)
+        out = {
+            "b": state.b,
+            "sum w": jnp.sum(state.w),
+            "sum w^2": jnp.sum(state.w**2),
+            "sum V^2": jnp.sum(state.V**2),
+            "mu_w[1]": state.mu_w[1],
+            "var_w[0]": state.var_w[0],
+            "sum var_v": jnp.sum(state.var_v),
+            "<y, yhat>": jnp.mean(data.y * yhat),
+            "mean y": jnp.mean(data.y),
+        }
+        if likelihood == "gaussian":
+            out["noise_var"] = state.noise_var
+            out["mean y^2"] = jnp.mean(data.y**2)
+        if likelihood == "ordinal":
+            out["cutpoint 0"] = state.cutpoints[0]
+            out["cutpoint gap"] = state.cutpoints[1] - state.cutpoints[0]
+        return out
+
+    return stats
+
+
+@pytest.mark.parametrize(
+    ("likelihood", "rank"), [("gaussian", 0), ("gaussian", 2), ("probit", 2), ("ordinal", 1)]
+)
+def test_geweke(likelihood, rank):
+    X = _small_design()
+    num_levels = 3 if likelihood == "ordinal" else 0
+    y0 = np.zeros(X.shape[0])
+    base = fm.make_data(X, y0, likelihood=likelihood, group_shapes=GROUPS)
+    assert len(base.blocks) >= 3  # the real-valued columns share rows with both blocks
+    fit_w0 = likelihood != "ordinal"
+    result = geweke_test(
+        jax.random.key(11),
+        prior_sample=lambda key: fm.prior_sample(
+            key,
+            9,
+            rank,
+            HYPER,
+            num_groups=2,
+            group=base.group,
+            likelihood=likelihood,
+            num_levels=num_levels,
+            fit_w0=fit_w0,
+        ),  # fmt: skip
+        data_sample=lambda key, state: fm.data_sample(key, state, base, likelihood),
+        kernel=lambda data: fm.gibbs(
+            data, rank=rank, likelihood=likelihood, hyper=HYPER, num_levels=num_levels or None
+        ),
+        test_functions=_statistics(likelihood),
+        num_marginal=20_000,
+        num_successive=4_000,
+    )
+    assert result.passed, str(result)
+
+
+def test_colouring_separates_features_that_share_a_row():
+    X = _small_design(3)
+    rows, cols, _, (n, p) = fm.to_coo(X)
+    colour = fm.colour_features(rows, cols, n, p)
+    for r in range(n):
+        present = cols[rows == r]
+        assert len(set(colour[present])) == len(present)
+    # a user x item one-hot design is bipartite: two colours (greedy by degree gave four
+    # here), each holding exactly one feature of every row
+    X, _, _ = _synthetic(0, n=200)
+    rows, cols, _, (n, p) = fm.to_coo(X)
+    colour = fm.colour_features(rows, cols, n, p)
+    assert colour.max() == 1
+    for c in (0, 1):
+        assert np.array_equal(np.sort(rows[colour[cols] == c]), np.arange(n))
+
+
+def _synthetic(seed, n=3000, users=60, items=40, rank=2, noise=0.3):
+    rng = np.random.default_rng(seed)
+    u, i = rng.integers(0, users, n), rng.integers(0, items, n)
+    p = users + items
+    X = sp.csr_matrix((np.ones(2 * n), (np.repeat(np.arange(n), 2),
+                                        np.stack([u, users + i], 1).ravel())), shape=(n, p))  # fmt: skip
+    b, w, V = 1.0, 0.5 * rng.normal(size=p), 0.8 * rng.normal(size=(p, rank))
+    truth = b + w[u] + w[users + i] + np.sum(V[u] * V[users + i], axis=1)
+    return X, truth, truth + noise * rng.normal(size=n)
+
+
+def test_recovery_of_the_noiseless_signal():
+    """With 3000 ratings of 60 x 40 pairs, the posterior-mean prediction must be far closer to
+    the noiseless truth than the noise (sd 0.3) and the noise sd must be recovered."""
+    X, truth, y = _synthetic(0)
+    model = FMRegressor(rank=2, random_state=1).fit(X, y, n_iter=300, n_kept_samples=200)
+    error = np.sqrt(np.mean((model.predict(X) - truth) ** 2))
+    assert error < 0.12, error
+    noise_sd = np.sqrt(model.samples_["noise_var"])
+    # posterior of sigma_n: centred within 4 posterior sd of the truth (0.3)
+    assert abs(noise_sd.mean() - 0.3) < 4 * noise_sd.std() + 0.01, noise_sd.mean()
+    # held-out pairs: generalisation, not memorisation
+    X_new, truth_new, _ = _synthetic(0)  # same entities, same generating parameters
+    assert np.sqrt(np.mean((model.predict(X_new) - truth_new) ** 2)) < 0.12
+
+
+def test_estimators_classifier_and_ordinal_and_no_recompile():
+    X, truth, y = _synthetic(2, n=1500)
+    labels = (y > np.median(y)).astype(int)
+    clf = FMClassifier(rank=2, random_state=0).fit(X, labels, n_iter=60, n_kept_samples=40)
+    proba = clf.predict_proba(X)
+    assert proba.shape == (1500,) and np.all((proba >= 0) & (proba <= 1))
+    assert np.mean(clf.predict(X) == labels) > 0.8
+    levels = 1 + np.digitize(y, np.quantile(y, [0.25, 0.5, 0.75]))  # ratings 1..4
+    ordinal = FMOrdinal(rank=2, random_state=0).fit(X, levels, n_iter=60, n_kept_samples=40)
+    probs = ordinal.predict_proba(X)
+    np.testing.assert_allclose(probs.sum(1), 1.0, rtol=1e-5)
+    assert set(np.unique(ordinal.predict(X))) <= {1, 2, 3, 4}
+    assert np.mean(np.abs(ordinal.predict(X) - levels) <= 1) > 0.9
+    idata = ordinal.to_inference_data()
+    assert "cutpoints" in idata.posterior and "lp" in idata.sample_stats
+    # a second fit of the same shapes compiles nothing
+    before = compile_count()
+    FMOrdinal(rank=2, random_state=1).fit(X, levels, n_iter=60, n_kept_samples=40)
+    assert compile_count() == before
+
+
+def test_kernel_runs_through_the_driver_with_test_predictions():
+    X, truth, y = _synthetic(4, n=400)
+    data = fm.make_data(X, y)
+    rows, cols, values, shape = fm.to_coo(X[:50])
+    algorithm = fm.gibbs(data, rank=2, test=(rows, cols, values), num_test=shape[0])
+    result = run(algorithm, jax.random.key(0), 20, num_chains=2, progress_bar=False)
+    assert result.trace["sample_stats"]["yhat_test"].shape == (2, 20, 50)
+    assert result.trace["posterior"]["V"].shape == (2, 20, X.shape[1], 2)
+
+
+def test_bad_input_is_rejected_naming_the_argument():
+    X = sp.random(10, 5, density=0.5, format="csr", random_state=0)
+    y = np.arange(10.0)
+    with pytest.raises(ValueError, match="NaN"):
+        fm.make_data(np.full((10, 5), np.nan), y)
+    bad = X.copy()
+    bad.data[0] = np.inf
+    with pytest.raises(ValueError, match="X contains NaN or infinite"):
+        fm.make_data(bad, y)
+    with pytest.raises(ValueError, match="y must have shape"):
+        fm.make_data(X, y[:-1])
+    with pytest.raises(ValueError, match="y contains NaN"):
+        fm.make_data(X, np.r_[y[:-1], np.nan])
+    with pytest.raises(ValueError, match="labels 0 and 1"):
+        FMClassifier().fit(X, np.r_[np.zeros(5), 2 * np.ones(5)], n_iter=2)
+    with pytest.raises(ValueError, match="consecutive integer levels"):
+        FMOrdinal().fit(X, np.r_[np.ones(5), 3 * np.ones(5)], n_iter=2)
+    with pytest.raises(ValueError, match="integer levels"):
+        FMOrdinal().fit(X, np.linspace(1, 2, 10), n_iter=2)
+    with pytest.raises(ValueError, match="group_shapes"):
+        fm.make_data(X, y, group_shapes=[2, 2])
+    with pytest.raises(ValueError, match="n_kept_samples"):
+        FMRegressor().fit(X, y, n_iter=5, n_kept_samples=6)
+    with pytest.raises(ValueError, match="rank"):
+        FMRegressor(rank=-1).fit(X, y, n_iter=2)
+    with pytest.raises(ValueError, match="2-D"):
+        fm.make_data(np.ones(10), y)
+    model = FMRegressor(rank=1).fit(X, y, n_iter=3)
+    with pytest.raises(ValueError, match="5"):
+        model.predict(np.ones((2, 4)))
+    with pytest.raises(ValueError, match="fit"):
+        FMRegressor().predict(X)
