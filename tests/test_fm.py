@@ -83,7 +83,7 @@ def test_geweke(likelihood, rank):
             likelihood=likelihood,
             num_levels=num_levels,
             fit_w0=fit_w0,
-        ),  # fmt: skip
+        ),
         data_sample=lambda key, state: fm.data_sample(key, state, base, likelihood),
         kernel=lambda data: fm.gibbs(
             data, rank=rank, likelihood=likelihood, hyper=HYPER, num_levels=num_levels or None
@@ -116,8 +116,8 @@ def _synthetic(seed, n=3000, users=60, items=40, rank=2, noise=0.3):
     rng = np.random.default_rng(seed)
     u, i = rng.integers(0, users, n), rng.integers(0, items, n)
     p = users + items
-    X = sp.csr_matrix((np.ones(2 * n), (np.repeat(np.arange(n), 2),
-                                        np.stack([u, users + i], 1).ravel())), shape=(n, p))  # fmt: skip
+    pairs = (np.repeat(np.arange(n), 2), np.stack([u, users + i], 1).ravel())
+    X = sp.csr_matrix((np.ones(2 * n), pairs), shape=(n, p))
     b, w, V = 1.0, 0.5 * rng.normal(size=p), 0.8 * rng.normal(size=(p, rank))
     truth = b + w[u] + w[users + i] + np.sum(V[u] * V[users + i], axis=1)
     return X, truth, truth + noise * rng.normal(size=n)
@@ -139,7 +139,7 @@ def test_recovery_of_the_noiseless_signal():
 
 
 def test_estimators_classifier_and_ordinal_and_no_recompile():
-    X, truth, y = _synthetic(2, n=1500)
+    X, _, y = _synthetic(2, n=1500)
     labels = (y > np.median(y)).astype(int)
     clf = FMClassifier(rank=2, random_state=0).fit(X, labels, n_iter=60, n_kept_samples=40)
     proba = clf.predict_proba(X)
@@ -160,7 +160,7 @@ def test_estimators_classifier_and_ordinal_and_no_recompile():
 
 
 def test_kernel_runs_through_the_driver_with_test_predictions():
-    X, truth, y = _synthetic(4, n=400)
+    X, _, y = _synthetic(4, n=400)
     data = fm.make_data(X, y)
     rows, cols, values, shape = fm.to_coo(X[:50])
     algorithm = fm.gibbs(data, rank=2, test=(rows, cols, values), num_test=shape[0])

@@ -67,7 +67,9 @@ def _download(name: str, root: Path) -> None:
         with urllib.request.urlopen(url, timeout=30) as response:
             payload = response.read()
     except OSError as err:
-        raise DataNotFoundError(f"{name} is not under {root} and downloading {url} failed: {err}")
+        raise DataNotFoundError(
+            f"{name} is not under {root} and downloading {url} failed: {err}"
+        ) from err
     root.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(io.BytesIO(payload)) as archive:
         archive.extractall(root)
