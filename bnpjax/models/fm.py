@@ -40,8 +40,8 @@ Then :math:`\mu_\theta \sim \mathcal N\big((\sum_i \theta_i + \gamma_0\mu_0)/(n_
 \alpha_0/2 + (n_g+1)/2, \beta_0/2 + \tfrac12[\sum_i(\theta_i - \mu_\theta)^2 +
 \gamma_0(\mu_\theta - \mu_0)^2]\big)` per group (and factor), and
 :math:`\sigma_n^2 \sim \mathrm{InvGamma}(\alpha_0/2 + D/2, \beta_0/2 + \tfrac12\sum_d e^{(d)2})`.
-The sweep order is libFM's: ``b``, all ``w``, then ``v_{.f}`` for ``f = 1..K``, then the
-hyperparameters.
+The sweep order is libFM's: the hyperparameters (and :math:`\sigma_n^2`) given the current
+parameters, then ``b``, all ``w``, and ``v_{.f}`` for ``f = 1..K``.
 
 **Exact parallel blocks.** Two features ``i, j`` that never appear in the same row are
 conditionally independent given everything else: :math:`h_{w_i}` and :math:`h_{v_{if}}` involve
@@ -462,9 +462,22 @@ def _step(data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear
     K = state.V.shape[1]
     keys = jax.random.split(key, 8)
     yhat, q = _predict_parts(data, state.b, state.w, state.V)
+    # hyperparameters first, given the current b, w, V (libFM's order): from the usual start,
+    # w = 0 and small V, the first sweeps then use variances fitted to them rather than the
+    # initial unit variances, which would let V overshoot and lengthen burn-in
+    group, sizes = data.group, data.group_sizes
+    if fit_linear:
+        mu_w, var_w = _normal_hyper(keys[5], state.w, group, sizes, state.var_w, hyper)
+    else:
+        mu_w, var_w = state.mu_w, state.var_w
+    mu_v, var_v = _normal_hyper(keys[6], state.V, group, sizes, state.var_v, hyper)
     cutpoints, accepted = state.cutpoints, jnp.ones((), yhat.dtype)
     if likelihood == "gaussian":
-        target, noise_var = data.y, state.noise_var
+        resid = data.y - yhat
+        noise_var = _inv_gamma(
+            keys[7], hyper.alpha_0 / 2 + n / 2, hyper.beta_0 / 2 + 0.5 * resid @ resid
+        )
+        target = data.y
     else:
         if likelihood == "ordinal":
             cutpoints, accepted = _cutpoint_step(
@@ -481,7 +494,6 @@ def _step(data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear
         b = mean + jax.random.normal(keys[2], (), e.dtype) * jax.lax.rsqrt(precision)
         e = e - (b - state.b)
 
-    group = data.group
     w = state.w
     # the sweep's standard normals in one draw: row 0 for w, row f + 1 for factor f
     noise = jax.random.normal(keys[3], (K + 1, w.shape[0]), w.dtype)
@@ -494,8 +506,8 @@ def _step(data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear
                 block,
                 block.values,
                 w[block.features],
-                state.mu_w[g],
-                state.var_w[g],
+                mu_w[g],
+                var_w[g],
                 noise_var,
                 n,
             )
@@ -519,17 +531,9 @@ def _step(data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear
 
     V = state.V
     if K:
-        e, Vt = jax.lax.scan(factor, e, (V.T, q, noise[1:], state.mu_v.T, state.var_v.T))
+        e, Vt = jax.lax.scan(factor, e, (V.T, q, noise[1:], mu_v.T, var_v.T))
         V = Vt.T
 
-    sizes = data.group_sizes
-    if fit_linear:
-        mu_w, var_w = _normal_hyper(keys[5], w, group, sizes, state.var_w, hyper)
-    else:
-        mu_w, var_w = state.mu_w, state.var_w
-    mu_v, var_v = _normal_hyper(keys[6], V, group, sizes, state.var_v, hyper)
-    if likelihood == "gaussian":
-        noise_var = _inv_gamma(keys[7], hyper.alpha_0 / 2 + n / 2, hyper.beta_0 / 2 + 0.5 * e @ e)
     new = FMState(b, w, V, noise_var, mu_w, var_w, mu_v, var_v, cutpoints)
     yhat = target - e
     lp = jnp.sum(_log_likelihood_terms(data.y, yhat, noise_var, cutpoints, likelihood))
