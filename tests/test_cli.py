@@ -161,3 +161,29 @@ def test_fit_ibp_from_csv(tmp_path, capsys):
     assert rc == 0
     assert "posterior mode of K+" in capsys.readouterr().out
     assert az.from_netcdf(str(out)).posterior["num_features"].shape == (1, 20)
+
+
+def test_demo_and_fit_fm(tmp_path, capsys):
+    import arviz as az
+
+    argv = ["--num-samples", "20", "--num-warmup", "20", "--num-chains", "1", "--no-progress"]
+    assert main(["demo", "fm", "--out-dir", str(tmp_path), *argv]) == 0
+    assert "noiseless signal" in capsys.readouterr().out
+    assert (tmp_path / "bnpjax_demo_fm.nc").stat().st_size > 0
+    rng = np.random.default_rng(0)
+    table = np.stack([rng.integers(0, 30, 400), rng.integers(0, 20, 400), rng.integers(1, 6, 400)])
+    lines = ["user,item,rating"] + [",".join(map(str, row)) for row in table.T]
+    (tmp_path / "train.csv").write_text("\n".join(lines[:301]) + "\n")
+    (tmp_path / "test.csv").write_text("\n".join([lines[0], *lines[301:]]) + "\n")
+    out = tmp_path / "fm.nc"
+    rc = main(
+        ["fit", "fm", "--train", str(tmp_path / "train.csv"), "--test", str(tmp_path / "test.csv"),
+         "--rank", "2", "--out", str(out), *argv]
+    )  # fmt: skip
+    assert rc == 0
+    assert "test RMSE" in capsys.readouterr().out
+    idata = az.from_netcdf(str(out))
+    assert idata.sample_stats["yhat_test"].shape == (1, 20, 100)
+    (tmp_path / "bad.csv").write_text("user,item,rating\n1.5,2,3\n")
+    assert main(["fit", "fm", "--train", str(tmp_path / "bad.csv"), *argv]) == 2
+    assert "non-negative integers" in capsys.readouterr().err

@@ -42,3 +42,29 @@ def test_synthetic_regression_is_seeded():
     a, b = linear_regression(3, missing_fraction=0.2), linear_regression(3, missing_fraction=0.2)
     np.testing.assert_array_equal(a["X"], b["X"])
     assert np.isnan(a["y"][~a["mask"]]).all() and 0 < (~a["mask"]).sum() < 40
+
+
+def test_movielens_loader_reads_the_local_copy():
+    from bnpjax.datasets import movielens
+
+    try:
+        ml100k = movielens("ml-100k", download=False)
+    except DataNotFoundError as err:
+        pytest.skip(f"MovieLens not available here: {err}")
+    assert ml100k.ratings.shape == (100_000, 4)
+    train, test = ml100k.splits["u1"]
+    assert len(train) == 80_000 and len(test) == 20_000
+    assert set(np.unique(ml100k.ratings[:, 2])) == {1, 2, 3, 4, 5}
+    assert ml100k.items["genres"].shape == (1682, 19) and len(ml100k.users["age"]) == 943
+    ml1m = movielens("ml-1m", download=False)
+    assert "PARTIAL" in ml1m.note or len(ml1m.ratings) == 1_000_209
+    assert ml1m.ratings.shape[1] == 4 and ml1m.items["genres"].shape[1] == 18
+    with pytest.raises(ValueError, match="name"):
+        movielens("ml-20m")
+
+
+def test_movielens_missing_folder_is_a_clear_error(tmp_path):
+    from bnpjax.datasets import movielens
+
+    with pytest.raises(DataNotFoundError, match="download=False"):
+        movielens("ml-100k", data_home=tmp_path, download=False)

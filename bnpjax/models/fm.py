@@ -35,13 +35,20 @@ Model (``../shared/seeds/004_530d5665a5aa3b14.txt``, with INDEX's corrections). 
 
 with the cached residual :math:`e^{(d)} = y^{(d)} - \hat y^{(d)}` and :math:`q_f^{(d)}` updated
 after each draw (:math:`\Delta e = -\Delta\theta\, h`, :math:`\Delta q_f = x_i \Delta v_{if}`).
+The seed draws each coordinate in turn. Because :math:`(v_{if} x_i + Q_{-i,f})^2 - v_{if}^2
+x_i^2 = 2 v_{if} x_i Q_{-i,f} + Q_{-i,f}^2` with :math:`Q_{-i,f} = q_f - v_{if} x_i` free of
+:math:`v_i`, :math:`\hat y` is linear in the whole vector :math:`\theta_i = (w_i, v_{i1}, \dots,
+v_{iK})` with :math:`h_i = (x_i, x_i Q_{-i,1}, \dots, x_i Q_{-i,K})`, so bnpjax draws
+:math:`\theta_i` in one block from the same formulas in matrix form (precision
+:math:`\sum_d h h^\top/\sigma_n^2 + \mathrm{diag}(1/\sigma_\theta^2)`): exact Gibbs on a coarser
+block, which mixes at least as well and replaces ``K + 1`` passes over the data by one.
 Then :math:`\mu_\theta \sim \mathcal N\big((\sum_i \theta_i + \gamma_0\mu_0)/(n_g + \gamma_0),
 \sigma_\theta^2/(n_g+\gamma_0)\big)`, :math:`\sigma_\theta^2 \sim \mathrm{InvGamma}\big(
 \alpha_0/2 + (n_g+1)/2, \beta_0/2 + \tfrac12[\sum_i(\theta_i - \mu_\theta)^2 +
 \gamma_0(\mu_\theta - \mu_0)^2]\big)` per group (and factor), and
 :math:`\sigma_n^2 \sim \mathrm{InvGamma}(\alpha_0/2 + D/2, \beta_0/2 + \tfrac12\sum_d e^{(d)2})`.
 The sweep order is libFM's: the hyperparameters (and :math:`\sigma_n^2`) given the current
-parameters, then ``b``, all ``w``, and ``v_{.f}`` for ``f = 1..K``.
+parameters, then ``b``, then the :math:`\theta_i`.
 
 **Exact parallel blocks.** Two features ``i, j`` that never appear in the same row are
 conditionally independent given everything else: :math:`h_{w_i}` and :math:`h_{v_{if}}` involve
@@ -52,8 +59,9 @@ feature of such a set at once is the same Markov kernel as drawing them one afte
 :func:`make_data` finds these sets by a greedy colouring of the co-occurrence graph of the
 features (an edge where two features share a row); a block of one-hot user ids is one colour.
 Within a colour every row holds at most one feature, so a colour is stored as one entry per
-covered row and its updates are segment sums over features plus elementwise row updates. The
-sweep is the exact Gibbs sweep above, its colours visited in turn.
+covered row; the per-feature sums are dense reductions over degree buckets (features of
+similar degree padded to a common width), followed by one batched Cholesky, and the row
+updates are elementwise. The sweep is the exact Gibbs sweep above, its colours in turn.
 
 **Likelihoods.** ``"gaussian"`` as above. ``"probit"`` (labels 0/1, Albert & Chib 1993):
 :math:`y = 1[z > 0]`, :math:`z \sim \mathcal N(\hat y, 1)`; each sweep first draws
@@ -74,6 +82,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import log_ndtr
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
@@ -102,12 +111,16 @@ _LOG_2PI = math.log(2 * math.pi)
 class FMBlock(NamedTuple):
     """One colour: features that never share a row. ``rows`` (nnz_c,) sorted row ids (all
     rows, in order, when the colour covers every row), ``local`` (nnz_c,) the entry's feature
-    as a position in ``features``, ``values`` (nnz_c,), ``features`` (p_c,) global ids."""
+    as a position in ``features``, ``values`` (nnz_c,), ``features`` (p_c,) global ids ordered
+    by decreasing number of entries. ``buckets``: the entries of each feature for the
+    per-feature sums, as index matrices (features of similar degree padded to a common width
+    with the index ``nnz_c``, a zero entry); their rows follow ``features`` in order."""
 
     rows: jax.Array
     local: jax.Array
     values: jax.Array
     features: jax.Array
+    buckets: tuple[jax.Array, ...]
 
 
 class FMData(NamedTuple):
@@ -286,6 +299,28 @@ def check_targets(y, num_rows: int, likelihood: str, num_levels: int | None = No
     return y
 
 
+def _degree_buckets(local: np.ndarray, degree: np.ndarray) -> tuple[jax.Array, ...]:
+    """Index matrices of each feature's entries (features in order, degrees decreasing),
+    grouped so that a bucket's width is below twice its smallest degree: padding costs less
+    than a factor 2, and per-feature sums become dense reductions instead of scatters."""
+    nnz = len(local)
+    entries = np.argsort(local, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(degree)[:-1]])
+    buckets, first = [], 0
+    while first < len(degree):
+        width = max(int(degree[first]), 1)
+        last = first
+        while last < len(degree) and 2 * max(int(degree[last]), 1) > width:
+            last += 1
+        offsets = np.arange(width)[None, :]
+        position = starts[first:last, None] + offsets
+        valid = offsets < degree[first:last, None]
+        index = np.where(valid, entries[np.minimum(position, max(nnz - 1, 0))], nnz)
+        buckets.append(jnp.asarray(index, jnp.int32))
+        first = last
+    return tuple(buckets)
+
+
 def make_data(X, y, *, likelihood: str = "gaussian", group_shapes=None) -> FMData:
     """Validate the design ``X`` (n, p) (``scipy.sparse`` or dense) and targets ``y`` (n,) and
     lay the design out as colour blocks (module docstring). Raises ``ValueError`` naming the
@@ -300,21 +335,26 @@ def make_data(X, y, *, likelihood: str = "gaussian", group_shapes=None) -> FMDat
     dtype = jnp.result_type(float)
     entry_colour = colour[cols]
     for c in range(int(colour.max()) + 1):
-        features = np.flatnonzero(colour == c)
-        position = np.full(p, -1, np.int64)
-        position[features] = np.arange(len(features))
         take = entry_colour == c
         r, f, v = rows[take], cols[take], values[take]
         order = np.argsort(r, kind="stable")
         r, f, v = r[order], f[order], v[order]
         if len(r) == n:  # covers every row: kept dense, in row order (see _add_rows)
             assert np.array_equal(r, np.arange(n))
+        features = np.flatnonzero(colour == c)
+        degree = np.bincount(f, minlength=p)[features]
+        by_degree = np.argsort(-degree, kind="stable")
+        features, degree = features[by_degree], degree[by_degree]
+        position = np.full(p, -1, np.int64)
+        position[features] = np.arange(len(features))
+        local = position[f]
         blocks.append(
             FMBlock(
                 rows=jnp.asarray(r, jnp.int32),
-                local=jnp.asarray(position[f], jnp.int32),
+                local=jnp.asarray(local, jnp.int32),
                 values=jnp.asarray(v, dtype),
                 features=jnp.asarray(features, jnp.int32),
+                buckets=_degree_buckets(local, degree),
             )
         )
     return FMData(
@@ -345,37 +385,62 @@ def _add_rows(vector, block: FMBlock, values, n: int):
 
 
 def _predict_parts(data: FMData, b, w, V):
-    """``hat y`` (n,) and ``q`` (K, n) of the training rows, from scratch (O(nnz K))."""
+    """``hat y`` (n,) and ``q`` (n, K) of the training rows, from scratch (O(nnz K))."""
     n, K = _num_rows(data), V.shape[1]
     linear = jnp.full((n,), b, w.dtype)
-    q = jnp.zeros((K, n), w.dtype)
+    q = jnp.zeros((n, K), w.dtype)
     squares = jnp.zeros((n,), w.dtype)
     for block in data.blocks:
         x = block.values
         w_e = w[block.features][block.local]
         V_e = V[block.features][block.local]  # (nnz_c, K)
         linear = _add_rows(linear, block, x * w_e, n)
-        q = jax.vmap(lambda qf, add: _add_rows(qf, block, add, n))(q, (x[:, None] * V_e).T)
+        q = _add_rows(q, block, x[:, None] * V_e, n)
         squares = _add_rows(squares, block, x**2 * jnp.sum(V_e**2, axis=1), n)
-    return linear + 0.5 * (jnp.sum(q**2, axis=0) - squares), q
+    return linear + 0.5 * (jnp.sum(q**2, axis=1) - squares), q
 
 
-def _gaussian_block(noise, e, block, h, theta, prior_mean, prior_var, noise_var, n):
-    """Draw every feature of one colour from its Gaussian conditional (module docstring) and
-    update the residual. ``theta``, ``prior_*``, ``noise`` (standard normals): (p_c,);
-    ``h``: (nnz_c,) regressors."""
-    residual = _gather_rows(e, block, n) + theta[block.local] * h
-    p_c = theta.shape[0]
-    # one two-column segment sum costs about as much as a one-column one
-    sums = jax.ops.segment_sum(
-        jnp.stack([h * h, h * residual], axis=1), block.local, num_segments=p_c
-    )
-    hh, hr = sums[:, 0], sums[:, 1]
-    precision = hh / noise_var + 1.0 / prior_var
-    mean = (hr / noise_var + prior_mean / prior_var) / precision
-    new = mean + noise * jax.lax.rsqrt(precision)
+def _joint_block(noise, e, q, block, theta, prior_mean, prior_precision, noise_var, n):
+    """Draw ``theta_i = (w_i, v_i1..v_iK)`` (or the part that is sampled) of every feature
+    of one colour from its joint Gaussian conditional, then update ``e`` and ``q``.
+
+    ``hat y^{(d)} = g^{(d)} + theta_i . h^{(d)}`` with ``h = (x, x (q^{(d)} - v_i x))`` not
+    depending on ``theta_i`` (module docstring), so the conditional has precision
+    ``sum_d h h' / sigma_n^2 + diag(prior precision)``; the per-feature sums are dense
+    reductions over the block's degree buckets, then one batched Cholesky.
+    ``theta``, ``prior_*``, ``noise``: (p_c, D); ``q``: (n, K) with ``K = D`` or ``D - 1``."""
+    D = theta.shape[1]
+    K = q.shape[1]
+    x = block.values
+    theta_e = theta[block.local]
+    columns = []
+    if D > K:
+        columns.append(x[:, None])
+    if K:
+        v_e = theta_e[:, D - K :]
+        columns.append(x[:, None] * (_gather_rows(q, block, n) - v_e * x[:, None]))
+    H = jnp.concatenate(columns, axis=1)
+    residual = _gather_rows(e, block, n) + jnp.sum(theta_e * H, axis=1)
+    H_pad = jnp.concatenate([H, jnp.zeros((1, D), H.dtype)])
+    r_pad = jnp.concatenate([residual, jnp.zeros((1,), H.dtype)])
+    grams, sums = [], []
+    for index in block.buckets:
+        H_b = H_pad[index]
+        grams.append(jnp.einsum("mwk,mwl->mkl", H_b, H_b))
+        sums.append(jnp.einsum("mwk,mw->mk", H_b, r_pad[index]))
+    gram, hr = jnp.concatenate(grams), jnp.concatenate(sums)
+    eye = jnp.eye(D, dtype=H.dtype)
+    precision = gram / noise_var + prior_precision[:, :, None] * eye
+    chol = jnp.linalg.cholesky(precision)
+    rhs = hr / noise_var + prior_precision * prior_mean
+    half = solve_triangular(chol, rhs[..., None], lower=True)
+    new = solve_triangular(chol, half + noise[..., None], lower=True, trans="T")[..., 0]
     delta = new - theta
-    return new, _add_rows(e, block, -delta[block.local] * h, n), delta
+    delta_e = delta[block.local]
+    e = _add_rows(e, block, -jnp.sum(delta_e * H, axis=1), n)
+    if K:
+        q = _add_rows(q, block, delta_e[:, D - K :] * x[:, None], n)
+    return new, e, q
 
 
 def _inv_gamma(key, shape, scale):
@@ -494,45 +559,32 @@ def _step(data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear
         b = mean + jax.random.normal(keys[2], (), e.dtype) * jax.lax.rsqrt(precision)
         e = e - (b - state.b)
 
-    w = state.w
-    # the sweep's standard normals in one draw: row 0 for w, row f + 1 for factor f
-    noise = jax.random.normal(keys[3], (K + 1, w.shape[0]), w.dtype)
+    # theta_i = (w_i, v_i): one joint Gaussian block per feature, all features of a colour at
+    # once (module docstring); the prior's mean and precision per feature follow its group
+    parts, means, precisions = [], [], []
     if fit_linear:
-        for block in data.blocks:
-            g = group[block.features]
-            new, e, _ = _gaussian_block(
-                noise[0, block.features],
-                e,
-                block,
-                block.values,
-                w[block.features],
-                mu_w[g],
-                var_w[g],
-                noise_var,
-                n,
-            )
-            w = w.at[block.features].set(new)
-
-    def factor(e, xs):
-        # factor f's column of V, its q_f, normals and hyperparameters arrive as scan inputs:
-        # nothing of size (K, n) is carried or updated in place
-        vf, qf, noise_f, mu_f, var_f = xs
-        for block in data.blocks:
-            x = block.values
-            g = group[block.features]
-            v_c = vf[block.features]
-            h = x * (_gather_rows(qf, block, n) - v_c[block.local] * x)
-            new, e, delta = _gaussian_block(
-                noise_f[block.features], e, block, h, v_c, mu_f[g], var_f[g], noise_var, n
-            )
-            qf = _add_rows(qf, block, delta[block.local] * x, n)
-            vf = vf.at[block.features].set(new)
-        return e, vf
-
-    V = state.V
+        parts.append(state.w[:, None])
+        means.append(mu_w[group][:, None])
+        precisions.append(1.0 / var_w[group][:, None])
     if K:
-        e, Vt = jax.lax.scan(factor, e, (V.T, q, noise[1:], mu_v.T, var_v.T))
-        V = Vt.T
+        parts.append(state.V)
+        means.append(mu_v[group])
+        precisions.append(1.0 / var_v[group])
+    w, V = state.w, state.V
+    if parts:
+        theta = jnp.concatenate(parts, axis=1)
+        prior_mean = jnp.concatenate(means, axis=1)
+        prior_precision = jnp.concatenate(precisions, axis=1)
+        noise = jax.random.normal(keys[3], theta.shape, theta.dtype)
+        for block in data.blocks:
+            f = block.features
+            new, e, q = _joint_block(
+                noise[f], e, q, block, theta[f], prior_mean[f], prior_precision[f], noise_var, n
+            )
+            theta = theta.at[f].set(new)
+        if fit_linear:
+            w = theta[:, 0]
+        V = theta[:, theta.shape[1] - K :]
 
     new = FMState(b, w, V, noise_var, mu_w, var_w, mu_v, var_v, cutpoints)
     yhat = target - e
