@@ -1,0 +1,470 @@
+r"""The infinite latent feature relational model (ILFM / LFRM) for link prediction.
+
+Model (``../shared/seeds/000_82b12501ac6cffe5.txt``; Miller, Griffiths & Jordan 2009). ``N``
+entities, ``R`` binary relations :math:`y^r_{ij} \in \{0, 1\}`::
+
+    alpha ~ Gamma(a_alpha, rate b_alpha)        F | alpha ~ IBP(alpha)             (N x K+)
+    w^r_kl ~ N(0, sigma_w^2)                    s_r ~ N(0, sigma_s^2)
+    y^r_ij ~ Bernoulli(sigmoid(f_i W_r f_j' + s_r))
+
+("global": one ``F`` shared by all relations; "single", an independent model per relation, is
+the same kernel ``vmap``-ed over relations, see :func:`gibbs`). Unobserved entries (held out,
+missing, and the diagonal by default) are masked out of the likelihood, never read as zeros.
+
+**Sampler** (seed 000's algorithm, INDEX's correction: new features at rate ``alpha / N``):
+
+1. Entities in turn. For entity ``i``, each feature another entity holds is redrawn from
+   its Gibbs conditional, prior :math:`m_{-i,k}/N` (seed eq. ``ibp_gibbs``) times the
+   likelihood of the links that involve ``i`` (row ``i``, column ``i`` and the diagonal
+   entry): the other links do not depend on :math:`f_{ik}`. With
+   :math:`P_r = W_r F_{-i}^\top` and :math:`Q_r = F_{-i} W_r` (``F`` with row ``i`` zeroed), the
+   logits of row ``i`` are :math:`f_i P_r + s_r` and of column ``i`` :math:`Q_r f_i^\top + s_r`,
+   so a flip of :math:`f_{ik}` shifts them by :math:`\pm P_r[k]`, :math:`\pm Q_r[:, k]`:
+   ``O(R N)`` per flip, not the ``O(R N^2)`` of the full likelihood.
+2. Then the features unique to ``i`` and their weights get the seed's joint Metropolis-Hastings
+   move (eq. ``r_{B->new}``): propose :math:`k^{new} \sim \mathrm{Poisson}(\alpha/N)` (truncated
+   at ``kappa``) new features replacing the current unique ones, with every weight that
+   involves them drawn from the prior :math:`\mathcal N(0, \sigma_w^2)`. Proposal = prior, so the
+   acceptance ratio is the likelihood ratio of the links of ``i``. (With the truncation the
+   reverse move from more than ``kappa`` unique features has probability 0; such moves are
+   rejected, which keeps detailed balance.)
+3. All weights of active features and the biases jointly by Hamiltonian Monte Carlo (JAX
+   autodiff of the masked log joint; ``num_leapfrog`` steps of size ``exp(log_step_size)``).
+   During warmup the step size is adapted towards acceptance 0.8 (Robbins-Monro on its log);
+   after warmup it is fixed, so the sampling kernel is a fixed MH kernel.
+4. :math:`\alpha \mid F \sim \mathrm{Gamma}(a_\alpha + K_+, b_\alpha + H_N)` (seed 002).
+
+Each step leaves the posterior invariant: 1 is Gibbs, 2 and 3 are Metropolis-Hastings with
+their exact ratios, 4 is conjugate. Entities are visited in sequence because step 1 for
+entity ``i`` conditions on the features of every other entity.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
+from bnpjax.ops import sample_truncated_poisson
+from bnpjax.priors import ibp
+
+__all__ = [
+    "ILFMData",
+    "ILFMHyper",
+    "ILFMInfo",
+    "ILFMState",
+    "data_sample",
+    "gibbs",
+    "link_probabilities",
+    "log_joint",
+    "make_data",
+    "make_hyper",
+    "prior_sample",
+]
+
+
+class ILFMData(NamedTuple):
+    """``Y`` (R, N, N) in {0, 1} (0 where unobserved), ``mask`` (R, N, N) 1.0 where observed."""
+
+    Y: jax.Array
+    mask: jax.Array
+
+
+class ILFMHyper(NamedTuple):
+    alpha_shape: jax.Array
+    alpha_rate: jax.Array
+    sigma_w: jax.Array
+    sigma_s: jax.Array
+
+
+class ILFMState(NamedTuple):
+    F: jax.Array  # (N, capacity) in {0, 1}
+    W: jax.Array  # (R, capacity, capacity); zero outside the active block
+    bias: jax.Array  # (R,)
+    alpha: jax.Array
+    log_step_size: jax.Array  # HMC step size (adapted during warmup only)
+
+
+class ILFMInfo(NamedTuple):
+    lp: jax.Array
+    num_features: jax.Array
+    acceptance_rate: jax.Array  # HMC
+    birth_acceptance: jax.Array  # fraction of entities whose unique-feature move was accepted
+    capacity_exceeded: jax.Array
+    capacity_needed: jax.Array
+
+
+def make_hyper(alpha=(1.0, 1.0), sigma_w: float = 1.0, sigma_s: float = 3.0) -> ILFMHyper:
+    """Gamma(shape, rate) prior of alpha; prior sds of the weights and the biases."""
+    shape, rate = alpha
+    for name, value in (("alpha shape", shape), ("alpha rate", rate), ("sigma_w", sigma_w),
+                        ("sigma_s", sigma_s)):  # fmt: skip
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be positive, got {value}")
+    dtype = jnp.result_type(float)
+    return ILFMHyper(*(jnp.asarray(v, dtype) for v in (shape, rate, sigma_w, sigma_s)))
+
+
+def make_data(Y, mask=None, *, observe_diagonal: bool = False) -> ILFMData:
+    """Validate links ``Y`` ((N, N) or (R, N, N), entries 0/1; NaN = unobserved) and the
+    optional ``mask`` (True = observed). The diagonal is unobserved unless
+    ``observe_diagonal``."""
+    Y = np.asarray(Y, float)
+    if Y.ndim == 2:
+        Y = Y[None]
+    if Y.ndim != 3 or Y.shape[1] != Y.shape[2] or Y.shape[1] < 2:
+        raise ValueError(f"Y must be (N, N) or (R, N, N) with N >= 2, got shape {Y.shape}")
+    observed = np.isfinite(Y)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != Y.shape and mask.shape != Y.shape[1:]:
+            raise ValueError(f"mask must have the shape of Y {Y.shape}, got {mask.shape}")
+        if mask.dtype != bool and not np.all((mask == 0) | (mask == 1)):
+            raise ValueError("mask must be boolean (True = observed)")
+        observed &= np.broadcast_to(mask.astype(bool), Y.shape)
+    values = Y[observed]
+    if not np.all((values == 0) | (values == 1)):
+        raise ValueError("Y must hold binary links (0 or 1) where observed")
+    if not observe_diagonal:
+        N = Y.shape[1]
+        observed[:, np.arange(N), np.arange(N)] = False
+    if not observed.any():
+        raise ValueError("mask leaves no observed entry")
+    dtype = jnp.result_type(float)
+    return ILFMData(
+        jnp.asarray(np.where(observed, np.nan_to_num(Y), 0.0), dtype),
+        jnp.asarray(observed, dtype),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# likelihood
+
+
+def _logits(F, W, bias):
+    return jnp.einsum("ik,rkl,jl->rij", F, W, F) + bias[:, None, None]
+
+
+def _bernoulli(y, logits, mask):
+    return mask * (y * logits - jax.nn.softplus(logits))
+
+
+def link_probabilities(state: ILFMState) -> jax.Array:
+    """``P(y^r_ij = 1 | state)`` (R, N, N)."""
+    return jax.nn.sigmoid(_logits(state.F, state.W, state.bias))
+
+
+def log_joint(data: ILFMData, hyper: ILFMHyper, state: ILFMState) -> jax.Array:
+    """``log p(Y_obs, F, W_active, bias, alpha)``."""
+    active = state.F.sum(0) > 0
+    pair = (active[:, None] & active[None, :]).astype(state.W.dtype)
+    log_lik = jnp.sum(_bernoulli(data.Y, _logits(state.F, state.W, state.bias), data.mask))
+    sw2, ss2 = hyper.sigma_w**2, hyper.sigma_s**2
+    R = state.W.shape[0]
+    log_w = -0.5 * jnp.sum(pair * state.W**2) / sw2 - 0.5 * R * jnp.sum(pair) * jnp.log(
+        2 * math.pi * sw2
+    )
+    log_s = -0.5 * jnp.sum(state.bias**2) / ss2 - 0.5 * R * jnp.log(2 * math.pi * ss2)
+    a, b = hyper.alpha_shape, hyper.alpha_rate
+    log_alpha = a * jnp.log(b) - jax.scipy.special.gammaln(a) + (a - 1) * jnp.log(state.alpha)
+    return (
+        log_lik + log_w + log_s + ibp.log_prob(state.F, state.alpha) + log_alpha - b * state.alpha
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# step 1 and 2: entities in turn
+
+
+def _entity_terms(f, row, col, i, data, W, bias):
+    """Log-likelihood of the links of entity ``i`` given its features ``f`` and the row/column
+    logits without the diagonal. ``row``/``col``: (R, N)."""
+    off = jnp.arange(row.shape[1]) != i
+    y_row, m_row = data.Y[:, i, :], data.mask[:, i, :] * off
+    y_col, m_col = data.Y[:, :, i], data.mask[:, :, i] * off
+    diag = jnp.einsum("k,rkl,l->r", f, W, f) + bias
+    total = jnp.sum(_bernoulli(y_row, row, m_row)) + jnp.sum(_bernoulli(y_col, col, m_col))
+    return total + jnp.sum(_bernoulli(data.Y[:, i, i], diag, data.mask[:, i, i]))
+
+
+def _entity(carry, xs, *, data, bias, alpha, sigma_w, kappa):
+    F, W, m, exceeded, needed, accepted = carry
+    i, uniforms, key = xs
+    N, C = F.shape
+    f = F[i]
+    F_minus = F.at[i].set(0.0)
+    m_minus = m - f
+    P = jnp.einsum("rkl,jl->rkj", W, F_minus)  # (R, C, N): row logits are f P + s
+    Q = jnp.einsum("jk,rkl->rjl", F_minus, W)  # (R, N, C): column logits are Q f + s
+    row = jnp.einsum("k,rkj->rj", f, P) + bias[:, None]
+    col = jnp.einsum("rjl,l->rj", Q, f) + bias[:, None]
+    held = m_minus > 0.5
+    order = jnp.argsort(~held)  # held slots first, in slot order
+
+    def flip(j, c):
+        f, row, col, current = c
+        k = order[j]
+        delta = 1.0 - 2.0 * f[k]
+        f_new = f.at[k].set(1.0 - f[k])
+        row_new = row + delta * P[:, k, :]
+        col_new = col + delta * Q[:, :, k]
+        proposed = _entity_terms(f_new, row_new, col_new, i, data, W, bias)
+        p_on = m_minus[k] / N
+        log_prior = jnp.where(f[k] > 0, jnp.log1p(-p_on) - jnp.log(p_on),
+                              jnp.log(p_on) - jnp.log1p(-p_on))  # fmt: skip
+        log_odds = proposed - current + log_prior
+        take = jnp.log(uniforms[k]) < -jax.nn.softplus(-log_odds)
+        return (
+            jnp.where(take, f_new, f),
+            jnp.where(take, row_new, row),
+            jnp.where(take, col_new, col),
+            jnp.where(take, proposed, current),
+        )
+
+    current = _entity_terms(f, row, col, i, data, W, bias)
+    f, row, col, current = jax.lax.fori_loop(0, jnp.sum(held), flip, (f, row, col, current))
+
+    # unique features of i and their weights: joint MH with the prior as proposal
+    key_k, key_w, key_u = jax.random.split(key, 3)
+    unique = (~held) & (f > 0)
+    k_unique = jnp.sum(unique)
+    k_new = sample_truncated_poisson(key_k, alpha / N, kappa)
+    free = ~held
+    owned, short = ibp.place_new_features(free, k_new[None])
+    owned = owned[0]
+    f_prop = jnp.where(held, f, owned.astype(f.dtype))
+    fresh = owned[:, None] | owned[None, :]
+    active_prop = held | owned
+    pair_prop = active_prop[:, None] & active_prop[None, :]
+    W_prop = jnp.where(fresh[None], sigma_w * jax.random.normal(key_w, W.shape, W.dtype), W)
+    W_prop = jnp.where(pair_prop[None], W_prop, 0.0)
+    P_prop = jnp.einsum("rkl,jl->rkj", W_prop, F_minus)
+    Q_prop = jnp.einsum("jk,rkl->rjl", F_minus, W_prop)
+    row_prop = jnp.einsum("k,rkj->rj", f_prop, P_prop) + bias[:, None]
+    col_prop = jnp.einsum("rjl,l->rj", Q_prop, f_prop) + bias[:, None]
+    proposed = _entity_terms(f_prop, row_prop, col_prop, i, data, W_prop, bias)
+    log_ratio = proposed - current
+    possible = (k_unique <= kappa) & (short == 0)
+    take = possible & (jnp.log(jax.random.uniform(key_u, (), W.dtype)) < log_ratio)
+    f = jnp.where(take, f_prop, f)
+    W = jnp.where(take, W_prop, W)
+    # slots nobody holds any more carry no weights
+    active = held | (f > 0)
+    W = jnp.where((active[:, None] & active[None, :])[None], W, 0.0)
+    F = F.at[i].set(f)
+    carry = (
+        F,
+        W,
+        m_minus + f,
+        exceeded | (short > 0),
+        jnp.maximum(needed, (jnp.sum(held) + k_new).astype(jnp.int32)),
+        accepted + take.astype(W.dtype),
+    )
+    return carry, None
+
+
+# --------------------------------------------------------------------------------------------
+# step 3: HMC on the active weights and the biases
+
+
+def _hmc(key, data, hyper, F, W, bias, log_step_size, num_leapfrog):
+    active = F.sum(0) > 0
+    pair = (active[:, None] & active[None, :]).astype(W.dtype)
+
+    def potential(position):
+        W_, s_ = position
+        log_lik = jnp.sum(_bernoulli(data.Y, _logits(F, W_ * pair, s_), data.mask))
+        prior = jnp.sum(pair * W_**2) / hyper.sigma_w**2 + jnp.sum(s_**2) / hyper.sigma_s**2
+        return -log_lik + 0.5 * prior
+
+    grad = jax.grad(potential)
+    key_p, key_u = jax.random.split(key)
+    kp1, kp2 = jax.random.split(key_p)
+    momentum = (jax.random.normal(kp1, W.shape, W.dtype) * pair,
+                jax.random.normal(kp2, bias.shape, W.dtype))  # fmt: skip
+    eps = jnp.exp(log_step_size)
+
+    def kinetic(p):
+        return 0.5 * (jnp.sum(p[0] ** 2) + jnp.sum(p[1] ** 2))
+
+    def leapfrog(_, c):
+        q, p = c
+        g = grad(q)
+        p = jax.tree.map(lambda a, b: a - 0.5 * eps * b, p, g)
+        q = jax.tree.map(lambda a, b: a + eps * b, q, p)
+        g = grad(q)
+        p = jax.tree.map(lambda a, b: a - 0.5 * eps * b, p, g)
+        return q, (p[0] * pair, p[1])
+
+    q0 = (W, bias)
+    q1, p1 = jax.lax.fori_loop(0, num_leapfrog, leapfrog, (q0, momentum))
+    log_ratio = potential(q0) + kinetic(momentum) - potential(q1) - kinetic(p1)
+    log_ratio = jnp.where(jnp.isfinite(log_ratio), log_ratio, -jnp.inf)
+    accept_prob = jnp.exp(jnp.minimum(log_ratio, 0.0))
+    take = jax.random.uniform(key_u, (), W.dtype) < accept_prob
+    W_new = jnp.where(take, q1[0] * pair, W)
+    bias_new = jnp.where(take, q1[1], bias)
+    return W_new, bias_new, accept_prob
+
+
+# --------------------------------------------------------------------------------------------
+# the kernel
+
+
+def _step(data, hyper, key, state, *, kappa, num_leapfrog, adapt, target_accept=0.8):
+    key_flip, key_birth, key_hmc, key_alpha = jax.random.split(key, 4)
+    F, W = state.F, state.W
+    N, C = F.shape
+    uniforms = jax.random.uniform(key_flip, (N, C), F.dtype)
+    keys = jax.random.split(key_birth, N)
+    zero = jnp.zeros((), F.dtype)
+    init = (F, W, F.sum(0), jnp.zeros((), bool), jnp.zeros((), jnp.int32), zero)
+
+    def entity(carry, xs):
+        return _entity(
+            carry,
+            xs,
+            data=data,
+            bias=state.bias,
+            alpha=state.alpha,
+            sigma_w=hyper.sigma_w,
+            kappa=kappa,
+        )
+
+    (F, W, _, exceeded, needed, births), _ = jax.lax.scan(
+        entity, init, (jnp.arange(N), uniforms, keys)
+    )
+    W, bias, accept_prob = _hmc(
+        key_hmc, data, hyper, F, W, state.bias, state.log_step_size, num_leapfrog
+    )
+    log_step = state.log_step_size
+    if adapt:  # warmup only: Robbins-Monro on log(step size) towards the target acceptance
+        log_step = log_step + 0.1 * (accept_prob - target_accept)
+    k_plus = jnp.sum(F.sum(0) > 0)
+    alpha = ibp.sample_alpha(key_alpha, k_plus, N, hyper.alpha_shape, hyper.alpha_rate)
+    new = ILFMState(F, W, bias, alpha.astype(F.dtype), log_step)
+    info = ILFMInfo(
+        lp=log_joint(data, hyper, new),
+        num_features=k_plus.astype(jnp.int32),
+        acceptance_rate=accept_prob,
+        birth_acceptance=births / N,
+        capacity_exceeded=exceeded,
+        capacity_needed=needed,
+    )
+    return new, info
+
+
+def prior_sample(key, num_entities: int, num_relations: int, hyper: ILFMHyper, *,
+                 capacity: int, step_size: float = 0.05) -> ILFMState:  # fmt: skip
+    """Parameters from the prior (alpha, F by the buffet process, W on the active block, bias)."""
+    key_a, key_f, key_w, key_s = jax.random.split(key, 4)
+    dtype = jnp.result_type(float)
+    alpha = jax.random.gamma(key_a, hyper.alpha_shape, dtype=dtype) / hyper.alpha_rate
+    draw = ibp.sample_buffet(key_f, alpha, num_entities, capacity)
+    pair = draw.active[:, None] & draw.active[None, :]
+    W = hyper.sigma_w * jax.random.normal(key_w, (num_relations, capacity, capacity), dtype)
+    bias = hyper.sigma_s * jax.random.normal(key_s, (num_relations,), dtype)
+    log_step = jnp.asarray(math.log(step_size), dtype)
+    return ILFMState(draw.Z.astype(dtype), W * pair[None], bias, alpha, log_step)
+
+
+def data_sample(key, state: ILFMState, data: ILFMData) -> ILFMData:
+    """Fresh links on the observed entries of ``data`` (unobserved ones stay 0)."""
+    p = link_probabilities(state)
+    Y = (jax.random.uniform(key, p.shape, p.dtype) < p).astype(p.dtype) * data.mask
+    return data._replace(Y=Y)
+
+
+def _init(data, hyper, key, *, capacity, num_init_features, step_size, alpha):
+    key_f, key_w = jax.random.split(key)
+    R, N, _ = data.Y.shape
+    dtype = data.Y.dtype
+    slots = jnp.arange(capacity) < num_init_features
+    F = (jax.random.uniform(key_f, (N, capacity)) < 0.5) & slots
+    active = F.sum(0) > 0
+    pair = active[:, None] & active[None, :]
+    W = 0.1 * hyper.sigma_w * jax.random.normal(key_w, (R, capacity, capacity), dtype) * pair
+    rate = jnp.sum(data.Y) / jnp.maximum(jnp.sum(data.mask), 1.0)
+    bias = jnp.full((R,), jnp.log(rate) - jnp.log1p(-rate), dtype)
+    return ILFMState(F.astype(dtype), W, bias, jnp.asarray(alpha, dtype),
+                     jnp.asarray(math.log(step_size), dtype))  # fmt: skip
+
+
+def _grow_state(state: ILFMState, capacity: int) -> ILFMState:
+    return state._replace(F=pad_axis(state.F, 1, capacity),
+                          W=pad_axis(pad_axis(state.W, 1, capacity), 2, capacity))  # fmt: skip
+
+
+def _trace(data, hyper, state, info):
+    return {
+        "posterior": {
+            "num_features": info.num_features,
+            "alpha": state.alpha,
+            "bias": state.bias,
+            "F": state.F,
+            "W": state.W,
+        },
+        "sample_stats": {
+            "lp": info.lp,
+            "acceptance_rate": info.acceptance_rate,
+            "birth_acceptance": info.birth_acceptance,
+            "step_size": jnp.exp(state.log_step_size),
+        },
+    }
+
+
+def gibbs(
+    data: ILFMData,
+    *,
+    hyper: ILFMHyper | None = None,
+    capacity: int = 16,
+    kappa: int = 5,
+    num_leapfrog: int = 10,
+    step_size: float = 0.05,
+    alpha: float = 1.0,
+    num_init_features: int = 4,
+) -> SamplingAlgorithm:
+    """The ILFM sampler (module docstring) as a kernel for :func:`bnpjax.sample`: Gibbs for
+    shared features, joint MH for each entity's unique features and their weights, HMC for
+    the weights and biases (step size adapted during warmup only), conjugate alpha."""
+    if not isinstance(data, ILFMData):
+        raise ValueError("data must come from bnpjax.models.ilfm.make_data")
+    for name, value in (("capacity", capacity), ("kappa", kappa), ("num_leapfrog", num_leapfrog)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if not (np.isfinite(step_size) and step_size > 0):
+        raise ValueError(f"step_size must be positive, got {step_size}")
+    hyper = make_hyper() if hyper is None else hyper
+    num_init_features = min(int(num_init_features), capacity)
+    settings = dict(hyper=hyper, kappa=kappa, num_leapfrog=num_leapfrog, step_size=step_size,
+                    alpha=alpha, num_init_features=num_init_features)  # fmt: skip
+    return SamplingAlgorithm(
+        init=bind(
+            _init,
+            data,
+            hyper,
+            capacity=capacity,
+            num_init_features=num_init_features,
+            step_size=float(step_size),
+            alpha=float(alpha),
+        ),  # fmt: skip
+        step=bind(_step, data, hyper, kappa=kappa, num_leapfrog=num_leapfrog, adapt=False),
+        warmup_step=bind(_step, data, hyper, kappa=kappa, num_leapfrog=num_leapfrog, adapt=True),
+        trace=bind(_trace, data, hyper),
+        spec=ArvizSpec(
+            name="ilfm.gibbs",
+            dims={
+                "bias": ["relation"],
+                "F": ["entity", "feature"],
+                "W": ["relation", "feature", "feature2"],
+            },  # fmt: skip
+            settings={"kappa": kappa, "num_leapfrog": num_leapfrog},
+        ),
+        capacity=capacity,
+        resize=lambda c: gibbs(data, capacity=c, **settings),
+        grow_state=_grow_state,
+    )
