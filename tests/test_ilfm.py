@@ -37,11 +37,11 @@ def _geweke(seed=3):
         jax.random.key(seed),
         prior_sample=lambda key: ilfm.prior_sample(
             key, N, R, HYPER, capacity=CAPACITY, step_size=0.3
-        ),  # fmt: skip
+        ),
         data_sample=lambda key, state: ilfm.data_sample(key, state, base),
         kernel=lambda data: ilfm.gibbs(
             data, hyper=HYPER, capacity=CAPACITY, kappa=6, num_leapfrog=5
-        ),  # fmt: skip
+        ),
         test_functions=_statistics,
         num_marginal=20_000,
         num_successive=4_000,
@@ -93,7 +93,7 @@ def test_link_prediction_on_a_planted_structure_and_capacity_growth():
     probs = jax.vmap(jax.vmap(ilfm.link_probabilities))(
         ilfm.ILFMState(
             post["F"], post["W"], post["bias"], post["alpha"], jnp.zeros(post["alpha"].shape)
-        )  # fmt: skip
+        )
     ).mean(axis=(0, 1))
     off = ~np.eye(Y.shape[1], dtype=bool)[None]
     test = held & off

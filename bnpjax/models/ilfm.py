@@ -101,8 +101,12 @@ class ILFMInfo(NamedTuple):
 def make_hyper(alpha=(1.0, 1.0), sigma_w: float = 1.0, sigma_s: float = 3.0) -> ILFMHyper:
     """Gamma(shape, rate) prior of alpha; prior sds of the weights and the biases."""
     shape, rate = alpha
-    for name, value in (("alpha shape", shape), ("alpha rate", rate), ("sigma_w", sigma_w),
-                        ("sigma_s", sigma_s)):  # fmt: skip
+    for name, value in (
+        ("alpha shape", shape),
+        ("alpha rate", rate),
+        ("sigma_w", sigma_w),
+        ("sigma_s", sigma_s),
+    ):
         if not (np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be positive, got {value}")
     dtype = jnp.result_type(float)
@@ -194,7 +198,7 @@ def _entity_terms(f, row, col, i, data, W, bias):
 def _entity(carry, xs, *, data, bias, alpha, sigma_w, kappa):
     F, W, m, exceeded, needed, accepted = carry
     i, uniforms, key = xs
-    N, C = F.shape
+    N = F.shape[0]
     f = F[i]
     F_minus = F.at[i].set(0.0)
     m_minus = m - f
@@ -214,8 +218,9 @@ def _entity(carry, xs, *, data, bias, alpha, sigma_w, kappa):
         col_new = col + delta * Q[:, :, k]
         proposed = _entity_terms(f_new, row_new, col_new, i, data, W, bias)
         p_on = m_minus[k] / N
-        log_prior = jnp.where(f[k] > 0, jnp.log1p(-p_on) - jnp.log(p_on),
-                              jnp.log(p_on) - jnp.log1p(-p_on))  # fmt: skip
+        log_prior = jnp.where(
+            f[k] > 0, jnp.log1p(-p_on) - jnp.log(p_on), jnp.log(p_on) - jnp.log1p(-p_on)
+        )
         log_odds = proposed - current + log_prior
         take = jnp.log(uniforms[k]) < -jax.nn.softplus(-log_odds)
         return (
@@ -284,8 +289,10 @@ def _hmc(key, data, hyper, F, W, bias, log_step_size, num_leapfrog):
     grad = jax.grad(potential)
     key_p, key_u = jax.random.split(key)
     kp1, kp2 = jax.random.split(key_p)
-    momentum = (jax.random.normal(kp1, W.shape, W.dtype) * pair,
-                jax.random.normal(kp2, bias.shape, W.dtype))  # fmt: skip
+    momentum = (
+        jax.random.normal(kp1, W.shape, W.dtype) * pair,
+        jax.random.normal(kp2, bias.shape, W.dtype),
+    )
     eps = jnp.exp(log_step_size)
 
     def kinetic(p):
@@ -358,8 +365,15 @@ def _step(data, hyper, key, state, *, kappa, num_leapfrog, adapt, target_accept=
     return new, info
 
 
-def prior_sample(key, num_entities: int, num_relations: int, hyper: ILFMHyper, *,
-                 capacity: int, step_size: float = 0.05) -> ILFMState:  # fmt: skip
+def prior_sample(
+    key,
+    num_entities: int,
+    num_relations: int,
+    hyper: ILFMHyper,
+    *,
+    capacity: int,
+    step_size: float = 0.05,
+) -> ILFMState:
     """Parameters from the prior (alpha, F by the buffet process, W on the active block, bias)."""
     key_a, key_f, key_w, key_s = jax.random.split(key, 4)
     dtype = jnp.result_type(float)
@@ -390,13 +404,15 @@ def _init(data, hyper, key, *, capacity, num_init_features, step_size, alpha):
     W = 0.1 * hyper.sigma_w * jax.random.normal(key_w, (R, capacity, capacity), dtype) * pair
     rate = jnp.sum(data.Y) / jnp.maximum(jnp.sum(data.mask), 1.0)
     bias = jnp.full((R,), jnp.log(rate) - jnp.log1p(-rate), dtype)
-    return ILFMState(F.astype(dtype), W, bias, jnp.asarray(alpha, dtype),
-                     jnp.asarray(math.log(step_size), dtype))  # fmt: skip
+    return ILFMState(
+        F.astype(dtype), W, bias, jnp.asarray(alpha, dtype), jnp.asarray(math.log(step_size), dtype)
+    )
 
 
 def _grow_state(state: ILFMState, capacity: int) -> ILFMState:
-    return state._replace(F=pad_axis(state.F, 1, capacity),
-                          W=pad_axis(pad_axis(state.W, 1, capacity), 2, capacity))  # fmt: skip
+    return state._replace(
+        F=pad_axis(state.F, 1, capacity), W=pad_axis(pad_axis(state.W, 1, capacity), 2, capacity)
+    )
 
 
 def _trace(data, hyper, state, info):
@@ -440,8 +456,14 @@ def gibbs(
         raise ValueError(f"step_size must be positive, got {step_size}")
     hyper = make_hyper() if hyper is None else hyper
     num_init_features = min(int(num_init_features), capacity)
-    settings = dict(hyper=hyper, kappa=kappa, num_leapfrog=num_leapfrog, step_size=step_size,
-                    alpha=alpha, num_init_features=num_init_features)  # fmt: skip
+    settings = dict(
+        hyper=hyper,
+        kappa=kappa,
+        num_leapfrog=num_leapfrog,
+        step_size=step_size,
+        alpha=alpha,
+        num_init_features=num_init_features,
+    )
     return SamplingAlgorithm(
         init=bind(
             _init,
@@ -451,7 +473,7 @@ def gibbs(
             num_init_features=num_init_features,
             step_size=float(step_size),
             alpha=float(alpha),
-        ),  # fmt: skip
+        ),
         step=bind(_step, data, hyper, kappa=kappa, num_leapfrog=num_leapfrog, adapt=False),
         warmup_step=bind(_step, data, hyper, kappa=kappa, num_leapfrog=num_leapfrog, adapt=True),
         trace=bind(_trace, data, hyper),
@@ -461,7 +483,7 @@ def gibbs(
                 "bias": ["relation"],
                 "F": ["entity", "feature"],
                 "W": ["relation", "feature", "feature2"],
-            },  # fmt: skip
+            },
             settings={"kappa": kappa, "num_leapfrog": num_leapfrog},
         ),
         capacity=capacity,
