@@ -64,6 +64,7 @@ __all__ = [
     "make_data",
     "make_hyper",
     "prior_sample",
+    "single_link_probabilities",
 ]
 
 
@@ -433,6 +434,58 @@ def _trace(data, hyper, state, info):
     }
 
 
+def _per_relation(data: ILFMData) -> ILFMData:
+    """(R, N, N) -> R one-relation data sets (R, 1, N, N), for the "single" model."""
+    return ILFMData(data.Y[:, None], data.mask[:, None])
+
+
+def _single_init(data, hyper, key, **settings):
+    keys = jax.random.split(key, data.Y.shape[0])
+    return jax.vmap(lambda d, k: _init(d, hyper, k, **settings))(_per_relation(data), keys)
+
+
+def _single_step(data, hyper, key, state, **settings):
+    keys = jax.random.split(key, data.Y.shape[0])
+    new, info = jax.vmap(lambda d, k, s: _step(d, hyper, k, s, **settings))(
+        _per_relation(data), keys, state
+    )
+    info = info._replace(
+        lp=jnp.sum(info.lp),
+        capacity_exceeded=jnp.any(info.capacity_exceeded),
+        capacity_needed=jnp.max(info.capacity_needed),
+    )
+    return new, info
+
+
+def _single_trace(data, hyper, state, info):
+    return {
+        "posterior": {
+            "num_features": info.num_features,
+            "alpha": state.alpha,
+            "bias": state.bias[:, 0],
+            "F": state.F,
+            "W": state.W[:, 0],
+        },
+        "sample_stats": {
+            "lp": info.lp,
+            "acceptance_rate": jnp.mean(info.acceptance_rate),
+            "birth_acceptance": jnp.mean(info.birth_acceptance),
+        },
+    }
+
+
+def _single_grow(state: ILFMState, capacity: int) -> ILFMState:
+    return state._replace(
+        F=pad_axis(state.F, 2, capacity),
+        W=pad_axis(pad_axis(state.W, 2, capacity), 3, capacity),
+    )
+
+
+def single_link_probabilities(state: ILFMState) -> jax.Array:
+    """``P(y^r_ij = 1)`` (R, N, N) of the "single" model's state (one model per relation)."""
+    return jax.vmap(link_probabilities)(state)[:, 0]
+
+
 def gibbs(
     data: ILFMData,
     *,
@@ -443,10 +496,18 @@ def gibbs(
     step_size: float = 0.05,
     alpha: float = 1.0,
     num_init_features: int = 4,
+    mode: str = "global",
 ) -> SamplingAlgorithm:
     """The ILFM sampler (module docstring) as a kernel for :func:`bnpjax.sample`: Gibbs for
     shared features, joint MH for each entity's unique features and their weights, HMC for
-    the weights and biases (step size adapted during warmup only), conjugate alpha."""
+    the weights and biases (step size adapted during warmup only), conjugate alpha.
+
+    ``mode="global"``: one feature matrix shared by all relations. ``mode="single"``: an
+    independent model (own F, W, bias, alpha) per relation, all relations advanced together
+    by ``vmap``; its state has a leading relation axis (use
+    :func:`single_link_probabilities`)."""
+    if mode not in ("global", "single"):
+        raise ValueError(f"mode must be 'global' or 'single', got {mode!r}")
     if not isinstance(data, ILFMData):
         raise ValueError("data must come from bnpjax.models.ilfm.make_data")
     for name, value in (("capacity", capacity), ("kappa", kappa), ("num_leapfrog", num_leapfrog)):
@@ -457,6 +518,7 @@ def gibbs(
     hyper = make_hyper() if hyper is None else hyper
     num_init_features = min(int(num_init_features), capacity)
     settings = dict(
+        mode=mode,
         hyper=hyper,
         kappa=kappa,
         num_leapfrog=num_leapfrog,
@@ -464,29 +526,31 @@ def gibbs(
         alpha=alpha,
         num_init_features=num_init_features,
     )
+    init_settings = dict(
+        capacity=capacity,
+        num_init_features=num_init_features,
+        step_size=float(step_size),
+        alpha=float(alpha),
+    )
+    single = mode == "single"
+    init_fn, step_fn = (_single_init, _single_step) if single else (_init, _step)
+    dims = {"bias": ["relation"], "F": ["entity", "feature"],
+            "W": ["relation", "feature", "feature2"]}  # fmt: skip
+    if single:
+        dims = {"num_features": ["relation"], "alpha": ["relation"], "bias": ["relation"],
+                "F": ["relation", "entity", "feature"],
+                "W": ["relation", "feature", "feature2"]}  # fmt: skip
     return SamplingAlgorithm(
-        init=bind(
-            _init,
-            data,
-            hyper,
-            capacity=capacity,
-            num_init_features=num_init_features,
-            step_size=float(step_size),
-            alpha=float(alpha),
-        ),
-        step=bind(_step, data, hyper, kappa=kappa, num_leapfrog=num_leapfrog, adapt=False),
-        warmup_step=bind(_step, data, hyper, kappa=kappa, num_leapfrog=num_leapfrog, adapt=True),
-        trace=bind(_trace, data, hyper),
+        init=bind(init_fn, data, hyper, **init_settings),
+        step=bind(step_fn, data, hyper, kappa=kappa, num_leapfrog=num_leapfrog, adapt=False),
+        warmup_step=bind(step_fn, data, hyper, kappa=kappa, num_leapfrog=num_leapfrog, adapt=True),
+        trace=bind(_single_trace if single else _trace, data, hyper),
         spec=ArvizSpec(
-            name="ilfm.gibbs",
-            dims={
-                "bias": ["relation"],
-                "F": ["entity", "feature"],
-                "W": ["relation", "feature", "feature2"],
-            },
-            settings={"kappa": kappa, "num_leapfrog": num_leapfrog},
+            name=f"ilfm.gibbs.{mode}",
+            dims=dims,
+            settings={"kappa": kappa, "num_leapfrog": num_leapfrog, "mode": mode},
         ),
         capacity=capacity,
         resize=lambda c: gibbs(data, capacity=c, **settings),
-        grow_state=_grow_state,
+        grow_state=_single_grow if single else _grow_state,
     )
