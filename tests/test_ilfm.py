@@ -31,7 +31,7 @@ def _statistics(state, data):
     }
 
 
-def _geweke(seed=3):
+def _geweke(seed=3, weights="hmc"):
     base = ilfm.make_data(np.zeros((R, N, N)))
     return geweke_test(
         jax.random.key(seed),
@@ -40,7 +40,7 @@ def _geweke(seed=3):
         ),
         data_sample=lambda key, state: ilfm.data_sample(key, state, base),
         kernel=lambda data: ilfm.gibbs(
-            data, hyper=HYPER, capacity=CAPACITY, kappa=6, num_leapfrog=5
+            data, hyper=HYPER, capacity=CAPACITY, kappa=6, num_leapfrog=5, weights=weights
         ),
         test_functions=_statistics,
         num_marginal=20_000,
@@ -48,8 +48,9 @@ def _geweke(seed=3):
     )
 
 
-def test_geweke():
-    result = _geweke()
+@pytest.mark.parametrize("weights", ["hmc", "random_walk"])
+def test_geweke(weights):
+    result = _geweke(weights=weights)
     assert result.passed, str(result)
 
 
@@ -134,3 +135,17 @@ def test_bad_input_is_rejected_naming_the_argument():
     Y = np.zeros((3, 3))
     Y[0, 1] = np.nan
     assert float(ilfm.make_data(Y).mask[0, 0, 1]) == 0.0
+
+
+def test_single_mode_runs_one_model_per_relation():
+    Y = _planted(2, num_entities=16, num_relations=2)
+    data = ilfm.make_data(Y)
+    algorithm = ilfm.gibbs(data, mode="single", capacity=8)
+    result = run(algorithm, jax.random.key(1), 20, num_warmup=20, progress_bar=False)
+    post = result.trace["posterior"]
+    assert post["F"].shape == (1, 20, 2, 16, result.algorithm.capacity)
+    assert post["alpha"].shape == (1, 20, 2)
+    probs = ilfm.single_link_probabilities(jax.tree.map(lambda x: x[0], result.final_state))
+    assert probs.shape == (2, 16, 16)
+    with pytest.raises(ValueError, match="mode"):
+        ilfm.gibbs(data, mode="both")

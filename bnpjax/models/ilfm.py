@@ -28,9 +28,11 @@ missing, and the diagonal by default) are masked out of the likelihood, never re
    acceptance ratio is the likelihood ratio of the links of ``i``. (With the truncation the
    reverse move from more than ``kappa`` unique features has probability 0; such moves are
    rejected, which keeps detailed balance.)
-3. All weights of active features and the biases jointly by Hamiltonian Monte Carlo (JAX
-   autodiff of the masked log joint; ``num_leapfrog`` steps of size ``exp(log_step_size)``).
-   During warmup the step size is adapted towards acceptance 0.8 (Robbins-Monro on its log);
+3. The weights of active features and the biases: by default jointly by Hamiltonian Monte
+   Carlo (JAX autodiff of the masked log joint; ``num_leapfrog`` steps of size
+   ``exp(log_step_size)``), or (``weights="random_walk"``) by the seed's random-walk MH one
+   weight at a time (eq. ``r_w``), vectorized over relations. During warmup the step size is
+   adapted towards acceptance 0.8 (HMC) or 0.44 (random walk) by Robbins-Monro on its log;
    after warmup it is fixed, so the sampling kernel is a fixed MH kernel.
 4. :math:`\alpha \mid F \sim \mathrm{Gamma}(a_\alpha + K_+, b_\alpha + H_N)` (seed 002).
 
@@ -319,11 +321,66 @@ def _hmc(key, data, hyper, F, W, bias, log_step_size, num_leapfrog):
     return W_new, bias_new, accept_prob
 
 
+def _random_walk(key, data, hyper, F, W, bias, log_step_size):
+    r"""The seed's random-walk Metropolis-Hastings, one weight at a time (eq. ``r_w``):
+    :math:`w^* \sim \mathcal N(w, \eta^2)`, accepted with the likelihood x prior ratio
+    (the proposal is symmetric). Relations share nothing given ``F``, so the same
+    :math:`(k, l)` of every relation is updated at once; a proposal for :math:`w^r_{kl}` moves
+    the logits of the pairs with :math:`f_{ik} f_{jl} = 1` only. The biases get the same move.
+    Returns the new weights and biases and the mean acceptance probability."""
+    active = F.sum(0) > 0
+    C = F.shape[1]
+    eta = jnp.exp(log_step_size)
+    logits = _logits(F, W, bias)
+    # active pairs first, so that the loop runs over K+^2 slots only
+    pair_active = (active[:, None] & active[None, :]).ravel()
+    order = jnp.argsort(~pair_active)
+    key_w, key_b = jax.random.split(key)
+    steps = eta * jax.random.normal(key_w, (C * C, *bias.shape), W.dtype)
+    log_u = jnp.log(jax.random.uniform(jax.random.fold_in(key_w, 1), steps.shape, W.dtype))
+
+    def one(t, carry):
+        W, logits, total = carry
+        pair = order[t]
+        k, l = pair // C, pair % C
+        w = W[:, k, l]
+        w_new = w + steps[pair]
+        delta = (w_new - w)[:, None, None] * (F[:, k][:, None] * F[:, l][None, :])[None]
+        new_logits = logits + delta
+        gain = (
+            jnp.sum(
+                _bernoulli(data.Y, new_logits, data.mask) - _bernoulli(data.Y, logits, data.mask),
+                axis=(1, 2),
+            )
+            - 0.5 * (w_new**2 - w**2) / hyper.sigma_w**2
+        )
+        take = log_u[pair] < gain
+        W = W.at[:, k, l].set(jnp.where(take, w_new, w))
+        logits = jnp.where(take[:, None, None], new_logits, logits)
+        return W, logits, total + jnp.mean(jnp.exp(jnp.minimum(gain, 0.0)))
+
+    num_pairs = jnp.sum(pair_active)
+    W, logits, total = jax.lax.fori_loop(0, num_pairs, one, (W, logits, jnp.zeros((), W.dtype)))
+    b_new = bias + eta * jax.random.normal(key_b, bias.shape, W.dtype)
+    shift = (b_new - bias)[:, None, None]
+    gain = (
+        jnp.sum(
+            _bernoulli(data.Y, logits + shift, data.mask) - _bernoulli(data.Y, logits, data.mask),
+            axis=(1, 2),
+        )
+        - 0.5 * (b_new**2 - bias**2) / hyper.sigma_s**2
+    )
+    take = jnp.log(jax.random.uniform(jax.random.fold_in(key_b, 1), bias.shape, W.dtype)) < gain
+    bias = jnp.where(take, b_new, bias)
+    accept = (total + jnp.mean(jnp.exp(jnp.minimum(gain, 0.0)))) / (num_pairs + 1)
+    return W, bias, accept
+
+
 # --------------------------------------------------------------------------------------------
 # the kernel
 
 
-def _step(data, hyper, key, state, *, kappa, num_leapfrog, adapt, target_accept=0.8):
+def _step(data, hyper, key, state, *, kappa, num_leapfrog, adapt, weights="hmc"):
     key_flip, key_birth, key_hmc, key_alpha = jax.random.split(key, 4)
     F, W = state.F, state.W
     N, C = F.shape
@@ -346,9 +403,15 @@ def _step(data, hyper, key, state, *, kappa, num_leapfrog, adapt, target_accept=
     (F, W, _, exceeded, needed, births), _ = jax.lax.scan(
         entity, init, (jnp.arange(N), uniforms, keys)
     )
-    W, bias, accept_prob = _hmc(
-        key_hmc, data, hyper, F, W, state.bias, state.log_step_size, num_leapfrog
-    )
+    if weights == "hmc":
+        W, bias, accept_prob = _hmc(
+            key_hmc, data, hyper, F, W, state.bias, state.log_step_size, num_leapfrog
+        )
+        target_accept = 0.8
+    else:
+        W, bias, accept_prob = _random_walk(key_hmc, data, hyper, F, W, state.bias,
+                                            state.log_step_size)  # fmt: skip
+        target_accept = 0.44
     log_step = state.log_step_size
     if adapt:  # warmup only: Robbins-Monro on log(step size) towards the target acceptance
         log_step = log_step + 0.1 * (accept_prob - target_accept)
@@ -497,6 +560,7 @@ def gibbs(
     alpha: float = 1.0,
     num_init_features: int = 4,
     mode: str = "global",
+    weights: str = "hmc",
 ) -> SamplingAlgorithm:
     """The ILFM sampler (module docstring) as a kernel for :func:`bnpjax.sample`: Gibbs for
     shared features, joint MH for each entity's unique features and their weights, HMC for
@@ -508,6 +572,8 @@ def gibbs(
     :func:`single_link_probabilities`)."""
     if mode not in ("global", "single"):
         raise ValueError(f"mode must be 'global' or 'single', got {mode!r}")
+    if weights not in ("hmc", "random_walk"):
+        raise ValueError(f"weights must be 'hmc' or 'random_walk', got {weights!r}")
     if not isinstance(data, ILFMData):
         raise ValueError("data must come from bnpjax.models.ilfm.make_data")
     for name, value in (("capacity", capacity), ("kappa", kappa), ("num_leapfrog", num_leapfrog)):
@@ -518,6 +584,7 @@ def gibbs(
     hyper = make_hyper() if hyper is None else hyper
     num_init_features = min(int(num_init_features), capacity)
     settings = dict(
+        weights=weights,
         mode=mode,
         hyper=hyper,
         kappa=kappa,
@@ -542,13 +609,34 @@ def gibbs(
                 "W": ["relation", "feature", "feature2"]}  # fmt: skip
     return SamplingAlgorithm(
         init=bind(init_fn, data, hyper, **init_settings),
-        step=bind(step_fn, data, hyper, kappa=kappa, num_leapfrog=num_leapfrog, adapt=False),
-        warmup_step=bind(step_fn, data, hyper, kappa=kappa, num_leapfrog=num_leapfrog, adapt=True),
+        step=bind(
+            step_fn,
+            data,
+            hyper,
+            kappa=kappa,
+            num_leapfrog=num_leapfrog,
+            adapt=False,
+            weights=weights,
+        ),
+        warmup_step=bind(
+            step_fn,
+            data,
+            hyper,
+            kappa=kappa,
+            num_leapfrog=num_leapfrog,
+            adapt=True,
+            weights=weights,
+        ),
         trace=bind(_single_trace if single else _trace, data, hyper),
         spec=ArvizSpec(
             name=f"ilfm.gibbs.{mode}",
             dims=dims,
-            settings={"kappa": kappa, "num_leapfrog": num_leapfrog, "mode": mode},
+            settings={
+                "kappa": kappa,
+                "num_leapfrog": num_leapfrog,
+                "mode": mode,
+                "weights": weights,
+            },
         ),
         capacity=capacity,
         resize=lambda c: gibbs(data, capacity=c, **settings),
