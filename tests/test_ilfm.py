@@ -31,16 +31,22 @@ def _statistics(state, data):
     }
 
 
-def _geweke(seed=3, weights="hmc"):
+def _geweke(seed=3, weights="hmc", link="logit"):
     base = ilfm.make_data(np.zeros((R, N, N)))
     return geweke_test(
         jax.random.key(seed),
         prior_sample=lambda key: ilfm.prior_sample(
             key, N, R, HYPER, capacity=CAPACITY, step_size=0.3
         ),
-        data_sample=lambda key, state: ilfm.data_sample(key, state, base),
+        data_sample=lambda key, state: ilfm.data_sample(key, state, base, link),
         kernel=lambda data: ilfm.gibbs(
-            data, hyper=HYPER, capacity=CAPACITY, kappa=6, num_leapfrog=5, weights=weights
+            data,
+            hyper=HYPER,
+            capacity=CAPACITY,
+            kappa=6,
+            num_leapfrog=5,
+            weights=weights,
+            link=link,
         ),
         test_functions=_statistics,
         num_marginal=20_000,
@@ -48,9 +54,11 @@ def _geweke(seed=3, weights="hmc"):
     )
 
 
-@pytest.mark.parametrize("weights", ["hmc", "random_walk"])
-def test_geweke(weights):
-    result = _geweke(weights=weights)
+@pytest.mark.parametrize(
+    ("weights", "link"), [("hmc", "logit"), ("random_walk", "logit"), ("hmc", "probit")]
+)
+def test_geweke(weights, link):
+    result = _geweke(weights=weights, link=link)
     assert result.passed, str(result)
 
 

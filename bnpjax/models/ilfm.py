@@ -5,7 +5,7 @@ entities, ``R`` binary relations :math:`y^r_{ij} \in \{0, 1\}`::
 
     alpha ~ Gamma(a_alpha, rate b_alpha)        F | alpha ~ IBP(alpha)             (N x K+)
     w^r_kl ~ N(0, sigma_w^2)                    s_r ~ N(0, sigma_s^2)
-    y^r_ij ~ Bernoulli(sigmoid(f_i W_r f_j' + s_r))
+    y^r_ij ~ Bernoulli(sigmoid(f_i W_r f_j' + s_r))     (or Phi(.): link="probit")
 
 ("global": one ``F`` shared by all relations; "single", an independent model per relation, is
 the same kernel ``vmap``-ed over relations, see :func:`gibbs`). Unobserved entries (held out,
@@ -49,6 +49,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.scipy.special import log_ndtr, ndtr
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
 from bnpjax.ops import sample_truncated_poisson
@@ -156,20 +157,27 @@ def _logits(F, W, bias):
     return jnp.einsum("ik,rkl,jl->rij", F, W, F) + bias[:, None, None]
 
 
-def _bernoulli(y, logits, mask):
-    return mask * (y * logits - jax.nn.softplus(logits))
+LINKS = ("logit", "probit")
 
 
-def link_probabilities(state: ILFMState) -> jax.Array:
+def _bernoulli(y, eta, mask, link="logit"):
+    """Masked ``log p(y | eta)``: ``sigmoid`` link, or ``Phi`` (probit) in log space."""
+    if link == "probit":
+        return mask * (y * log_ndtr(eta) + (1 - y) * log_ndtr(-eta))
+    return mask * (y * eta - jax.nn.softplus(eta))
+
+
+def link_probabilities(state: ILFMState, link: str = "logit") -> jax.Array:
     """``P(y^r_ij = 1 | state)`` (R, N, N)."""
-    return jax.nn.sigmoid(_logits(state.F, state.W, state.bias))
+    eta = _logits(state.F, state.W, state.bias)
+    return ndtr(eta) if link == "probit" else jax.nn.sigmoid(eta)
 
 
-def log_joint(data: ILFMData, hyper: ILFMHyper, state: ILFMState) -> jax.Array:
+def log_joint(data: ILFMData, hyper: ILFMHyper, state: ILFMState, link: str = "logit") -> jax.Array:
     """``log p(Y_obs, F, W_active, bias, alpha)``."""
     active = state.F.sum(0) > 0
     pair = (active[:, None] & active[None, :]).astype(state.W.dtype)
-    log_lik = jnp.sum(_bernoulli(data.Y, _logits(state.F, state.W, state.bias), data.mask))
+    log_lik = jnp.sum(_bernoulli(data.Y, _logits(state.F, state.W, state.bias), data.mask, link))
     sw2, ss2 = hyper.sigma_w**2, hyper.sigma_s**2
     R = state.W.shape[0]
     log_w = -0.5 * jnp.sum(pair * state.W**2) / sw2 - 0.5 * R * jnp.sum(pair) * jnp.log(
@@ -187,18 +195,19 @@ def log_joint(data: ILFMData, hyper: ILFMHyper, state: ILFMState) -> jax.Array:
 # step 1 and 2: entities in turn
 
 
-def _entity_terms(f, row, col, i, data, W, bias):
+def _entity_terms(f, row, col, i, data, W, bias, link):
     """Log-likelihood of the links of entity ``i`` given its features ``f`` and the row/column
     logits without the diagonal. ``row``/``col``: (R, N)."""
     off = jnp.arange(row.shape[1]) != i
     y_row, m_row = data.Y[:, i, :], data.mask[:, i, :] * off
     y_col, m_col = data.Y[:, :, i], data.mask[:, :, i] * off
     diag = jnp.einsum("k,rkl,l->r", f, W, f) + bias
-    total = jnp.sum(_bernoulli(y_row, row, m_row)) + jnp.sum(_bernoulli(y_col, col, m_col))
-    return total + jnp.sum(_bernoulli(data.Y[:, i, i], diag, data.mask[:, i, i]))
+    total = jnp.sum(_bernoulli(y_row, row, m_row, link))
+    total = total + jnp.sum(_bernoulli(y_col, col, m_col, link))
+    return total + jnp.sum(_bernoulli(data.Y[:, i, i], diag, data.mask[:, i, i], link))
 
 
-def _entity(carry, xs, *, data, bias, alpha, sigma_w, kappa):
+def _entity(carry, xs, *, data, bias, alpha, sigma_w, kappa, link):
     F, W, m, exceeded, needed, accepted = carry
     i, uniforms, key = xs
     N = F.shape[0]
@@ -219,7 +228,7 @@ def _entity(carry, xs, *, data, bias, alpha, sigma_w, kappa):
         f_new = f.at[k].set(1.0 - f[k])
         row_new = row + delta * P[:, k, :]
         col_new = col + delta * Q[:, :, k]
-        proposed = _entity_terms(f_new, row_new, col_new, i, data, W, bias)
+        proposed = _entity_terms(f_new, row_new, col_new, i, data, W, bias, link)
         p_on = m_minus[k] / N
         log_prior = jnp.where(
             f[k] > 0, jnp.log1p(-p_on) - jnp.log(p_on), jnp.log(p_on) - jnp.log1p(-p_on)
@@ -233,7 +242,7 @@ def _entity(carry, xs, *, data, bias, alpha, sigma_w, kappa):
             jnp.where(take, proposed, current),
         )
 
-    current = _entity_terms(f, row, col, i, data, W, bias)
+    current = _entity_terms(f, row, col, i, data, W, bias, link)
     f, row, col, current = jax.lax.fori_loop(0, jnp.sum(held), flip, (f, row, col, current))
 
     # unique features of i and their weights: joint MH with the prior as proposal
@@ -254,7 +263,7 @@ def _entity(carry, xs, *, data, bias, alpha, sigma_w, kappa):
     Q_prop = jnp.einsum("jk,rkl->rjl", F_minus, W_prop)
     row_prop = jnp.einsum("k,rkj->rj", f_prop, P_prop) + bias[:, None]
     col_prop = jnp.einsum("rjl,l->rj", Q_prop, f_prop) + bias[:, None]
-    proposed = _entity_terms(f_prop, row_prop, col_prop, i, data, W_prop, bias)
+    proposed = _entity_terms(f_prop, row_prop, col_prop, i, data, W_prop, bias, link)
     log_ratio = proposed - current
     possible = (k_unique <= kappa) & (short == 0)
     take = possible & (jnp.log(jax.random.uniform(key_u, (), W.dtype)) < log_ratio)
@@ -279,13 +288,13 @@ def _entity(carry, xs, *, data, bias, alpha, sigma_w, kappa):
 # step 3: HMC on the active weights and the biases
 
 
-def _hmc(key, data, hyper, F, W, bias, log_step_size, num_leapfrog):
+def _hmc(key, data, hyper, F, W, bias, log_step_size, num_leapfrog, link):
     active = F.sum(0) > 0
     pair = (active[:, None] & active[None, :]).astype(W.dtype)
 
     def potential(position):
         W_, s_ = position
-        log_lik = jnp.sum(_bernoulli(data.Y, _logits(F, W_ * pair, s_), data.mask))
+        log_lik = jnp.sum(_bernoulli(data.Y, _logits(F, W_ * pair, s_), data.mask, link))
         prior = jnp.sum(pair * W_**2) / hyper.sigma_w**2 + jnp.sum(s_**2) / hyper.sigma_s**2
         return -log_lik + 0.5 * prior
 
@@ -321,7 +330,7 @@ def _hmc(key, data, hyper, F, W, bias, log_step_size, num_leapfrog):
     return W_new, bias_new, accept_prob
 
 
-def _random_walk(key, data, hyper, F, W, bias, log_step_size):
+def _random_walk(key, data, hyper, F, W, bias, log_step_size, link):
     r"""The seed's random-walk Metropolis-Hastings, one weight at a time (eq. ``r_w``):
     :math:`w^* \sim \mathcal N(w, \eta^2)`, accepted with the likelihood x prior ratio
     (the proposal is symmetric). Relations share nothing given ``F``, so the same
@@ -349,7 +358,8 @@ def _random_walk(key, data, hyper, F, W, bias, log_step_size):
         new_logits = logits + delta
         gain = (
             jnp.sum(
-                _bernoulli(data.Y, new_logits, data.mask) - _bernoulli(data.Y, logits, data.mask),
+                _bernoulli(data.Y, new_logits, data.mask, link)
+                - _bernoulli(data.Y, logits, data.mask, link),
                 axis=(1, 2),
             )
             - 0.5 * (w_new**2 - w**2) / hyper.sigma_w**2
@@ -365,7 +375,8 @@ def _random_walk(key, data, hyper, F, W, bias, log_step_size):
     shift = (b_new - bias)[:, None, None]
     gain = (
         jnp.sum(
-            _bernoulli(data.Y, logits + shift, data.mask) - _bernoulli(data.Y, logits, data.mask),
+            _bernoulli(data.Y, logits + shift, data.mask, link)
+            - _bernoulli(data.Y, logits, data.mask, link),
             axis=(1, 2),
         )
         - 0.5 * (b_new**2 - bias**2) / hyper.sigma_s**2
@@ -380,7 +391,7 @@ def _random_walk(key, data, hyper, F, W, bias, log_step_size):
 # the kernel
 
 
-def _step(data, hyper, key, state, *, kappa, num_leapfrog, adapt, weights="hmc"):
+def _step(data, hyper, key, state, *, kappa, num_leapfrog, adapt, weights="hmc", link="logit"):
     key_flip, key_birth, key_hmc, key_alpha = jax.random.split(key, 4)
     F, W = state.F, state.W
     N, C = F.shape
@@ -398,6 +409,7 @@ def _step(data, hyper, key, state, *, kappa, num_leapfrog, adapt, weights="hmc")
             alpha=state.alpha,
             sigma_w=hyper.sigma_w,
             kappa=kappa,
+            link=link,
         )
 
     (F, W, _, exceeded, needed, births), _ = jax.lax.scan(
@@ -405,12 +417,13 @@ def _step(data, hyper, key, state, *, kappa, num_leapfrog, adapt, weights="hmc")
     )
     if weights == "hmc":
         W, bias, accept_prob = _hmc(
-            key_hmc, data, hyper, F, W, state.bias, state.log_step_size, num_leapfrog
+            key_hmc, data, hyper, F, W, state.bias, state.log_step_size, num_leapfrog, link
         )
         target_accept = 0.8
     else:
-        W, bias, accept_prob = _random_walk(key_hmc, data, hyper, F, W, state.bias,
-                                            state.log_step_size)  # fmt: skip
+        W, bias, accept_prob = _random_walk(
+            key_hmc, data, hyper, F, W, state.bias, state.log_step_size, link
+        )
         target_accept = 0.44
     log_step = state.log_step_size
     if adapt:  # warmup only: Robbins-Monro on log(step size) towards the target acceptance
@@ -419,7 +432,7 @@ def _step(data, hyper, key, state, *, kappa, num_leapfrog, adapt, weights="hmc")
     alpha = ibp.sample_alpha(key_alpha, k_plus, N, hyper.alpha_shape, hyper.alpha_rate)
     new = ILFMState(F, W, bias, alpha.astype(F.dtype), log_step)
     info = ILFMInfo(
-        lp=log_joint(data, hyper, new),
+        lp=log_joint(data, hyper, new, link),
         num_features=k_plus.astype(jnp.int32),
         acceptance_rate=accept_prob,
         birth_acceptance=births / N,
@@ -450,9 +463,9 @@ def prior_sample(
     return ILFMState(draw.Z.astype(dtype), W * pair[None], bias, alpha, log_step)
 
 
-def data_sample(key, state: ILFMState, data: ILFMData) -> ILFMData:
+def data_sample(key, state: ILFMState, data: ILFMData, link: str = "logit") -> ILFMData:
     """Fresh links on the observed entries of ``data`` (unobserved ones stay 0)."""
-    p = link_probabilities(state)
+    p = link_probabilities(state, link)
     Y = (jax.random.uniform(key, p.shape, p.dtype) < p).astype(p.dtype) * data.mask
     return data._replace(Y=Y)
 
@@ -544,9 +557,9 @@ def _single_grow(state: ILFMState, capacity: int) -> ILFMState:
     )
 
 
-def single_link_probabilities(state: ILFMState) -> jax.Array:
+def single_link_probabilities(state: ILFMState, link: str = "logit") -> jax.Array:
     """``P(y^r_ij = 1)`` (R, N, N) of the "single" model's state (one model per relation)."""
-    return jax.vmap(link_probabilities)(state)[:, 0]
+    return jax.vmap(lambda s: link_probabilities(s, link))(state)[:, 0]
 
 
 def gibbs(
@@ -561,6 +574,7 @@ def gibbs(
     num_init_features: int = 4,
     mode: str = "global",
     weights: str = "hmc",
+    link: str = "logit",
 ) -> SamplingAlgorithm:
     """The ILFM sampler (module docstring) as a kernel for :func:`bnpjax.sample`: Gibbs for
     shared features, joint MH for each entity's unique features and their weights, HMC for
@@ -572,6 +586,8 @@ def gibbs(
     :func:`single_link_probabilities`)."""
     if mode not in ("global", "single"):
         raise ValueError(f"mode must be 'global' or 'single', got {mode!r}")
+    if link not in LINKS:
+        raise ValueError(f"link must be one of {LINKS}, got {link!r}")
     if weights not in ("hmc", "random_walk"):
         raise ValueError(f"weights must be 'hmc' or 'random_walk', got {weights!r}")
     if not isinstance(data, ILFMData):
@@ -584,6 +600,7 @@ def gibbs(
     hyper = make_hyper() if hyper is None else hyper
     num_init_features = min(int(num_init_features), capacity)
     settings = dict(
+        link=link,
         weights=weights,
         mode=mode,
         hyper=hyper,
@@ -617,6 +634,7 @@ def gibbs(
             num_leapfrog=num_leapfrog,
             adapt=False,
             weights=weights,
+            link=link,
         ),
         warmup_step=bind(
             step_fn,
@@ -626,6 +644,7 @@ def gibbs(
             num_leapfrog=num_leapfrog,
             adapt=True,
             weights=weights,
+            link=link,
         ),
         trace=bind(_single_trace if single else _trace, data, hyper),
         spec=ArvizSpec(
@@ -636,6 +655,7 @@ def gibbs(
                 "num_leapfrog": num_leapfrog,
                 "mode": mode,
                 "weights": weights,
+                "link": link,
             },
         ),
         capacity=capacity,
