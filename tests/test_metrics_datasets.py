@@ -68,3 +68,15 @@ def test_movielens_missing_folder_is_a_clear_error(tmp_path):
 
     with pytest.raises(DataNotFoundError, match="download=False"):
         movielens("ml-100k", data_home=tmp_path, download=False)
+
+
+def test_data_home_found_from_the_working_directory(tmp_path, monkeypatch):
+    """An installed package (CI's fresh venv) finds ../shared/data from the repository root."""
+    import bnpjax.datasets.home as home
+
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    (tmp_path / "repo").mkdir()
+    monkeypatch.delenv("BNPJAX_DATA", raising=False)
+    monkeypatch.chdir(tmp_path / "repo")
+    monkeypatch.setattr(home, "__file__", str(tmp_path / "site" / "bnpjax" / "datasets" / "h.py"))
+    assert home.get_data_home() == (tmp_path / "shared" / "data").resolve()

@@ -17,7 +17,9 @@ def get_data_home(data_home: str | os.PathLike | None = None) -> Path:
 
     Order: the ``data_home`` argument, the ``BNPJAX_DATA`` environment variable, then
     ``shared/data`` beside the source checkout (``<repo>/../shared/data``), the layout of the
-    project's CI. Raises :class:`DataNotFoundError` naming all three when none exists.
+    project's CI; when the package is installed (not run from a checkout) the checkout is
+    found from the working directory instead (``./../shared/data``, for commands run from the
+    repository root). Raises :class:`DataNotFoundError` naming where it looked.
     """
     candidates = []
     if data_home is not None:
@@ -27,9 +29,11 @@ def get_data_home(data_home: str | os.PathLike | None = None) -> Path:
     else:
         repo = Path(__file__).resolve().parents[2]
         candidates.append(repo.parent / "shared" / "data")
+        candidates.append(Path.cwd().resolve().parent / "shared" / "data")
     for path in candidates:
         if path.is_dir():
             return path
     raise DataNotFoundError(
-        f"no data folder at {candidates[0]}; pass data_home=... or set BNPJAX_DATA"
+        f"no data folder at {' or '.join(map(str, candidates))}; "
+        "pass data_home=... or set BNPJAX_DATA"
     )
