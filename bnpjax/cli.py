@@ -47,6 +47,24 @@ def _sampling_arguments(parser, *, samples=1000, warmup=500, chains=4, model_def
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
+def _sample(algorithm, args):
+    """Run ``algorithm`` with the command's sampling arguments (seed, draws, warmup, chains,
+    thinning, progress bar)."""
+    import jax
+
+    import bnpjax
+
+    return bnpjax.sample(
+        algorithm,
+        jax.random.key(args.seed),
+        args.num_samples,
+        num_warmup=args.num_warmup,
+        num_chains=args.num_chains,
+        thin=args.thin,
+        progress_bar=not args.no_progress,
+    )
+
+
 def _summary(idata, var_names=None):
     from bnpjax.infer.arviz_adapter import _arviz
 
@@ -82,10 +100,8 @@ def _write_outputs(idata, stem: Path, var_names=None) -> tuple[Path, Path]:
 
 
 def _demo_linreg(args) -> int:
-    import jax
     import numpy as np
 
-    import bnpjax
     from bnpjax.datasets import linear_regression
     from bnpjax.models import linear_regression as lr
 
@@ -96,15 +112,7 @@ def _demo_linreg(args) -> int:
     algorithm = lr.gibbs(data, feature_names=names)
     print("bnpjax demo: conjugate Normal-Gamma linear regression (the driver's reference model)")
     print(f"data: 100 observations, 3 features, true beta {np.round(sim['beta'], 3)}, sigma 0.5")
-    idata = bnpjax.sample(
-        algorithm,
-        jax.random.key(args.seed),
-        args.num_samples,
-        num_warmup=args.num_warmup,
-        num_chains=args.num_chains,
-        thin=args.thin,
-        progress_bar=not args.no_progress,
-    )
+    idata = _sample(algorithm, args)
     table = _summary(idata, ["beta", "sigma", "tau"])
     exact = lr.posterior_moments(data)
     table["exact_mean"] = np.concatenate(
@@ -147,10 +155,8 @@ def _fit_linreg_arguments(parser):
 
 
 def _fit_linreg(args) -> int:
-    import jax
     import numpy as np
 
-    import bnpjax
     from bnpjax.models import linear_regression as lr
 
     header, values = _read_table(args.data)
@@ -165,15 +171,7 @@ def _fit_linreg(args) -> int:
     mask = np.isfinite(y)
     data = lr.make_data(X, y, mask)
     names = [h for i, h in enumerate(header) if i != j]
-    idata = bnpjax.sample(
-        lr.gibbs(data, feature_names=names),
-        jax.random.key(args.seed),
-        args.num_samples,
-        num_warmup=args.num_warmup,
-        num_chains=args.num_chains,
-        thin=args.thin,
-        progress_bar=not args.no_progress,
-    )
+    idata = _sample(lr.gibbs(data, feature_names=names), args)
     print(_summary(idata, ["beta", "sigma"]).to_string())
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -187,7 +185,6 @@ def _fit_linreg(args) -> int:
 
 
 def _demo_ibp(args) -> int:
-    import jax
     import matplotlib
 
     matplotlib.use("Agg")
@@ -195,7 +192,6 @@ def _demo_ibp(args) -> int:
     import numpy as np
     from scipy.optimize import linear_sum_assignment
 
-    import bnpjax
     from bnpjax.datasets import bars
     from bnpjax.models import ibp_lg
 
@@ -211,15 +207,7 @@ def _demo_ibp(args) -> int:
         ("collapsed", ibp_lg.collapsed_gibbs),
         ("parallel", ibp_lg.parallel_gibbs),
     ):
-        idata = bnpjax.sample(
-            factory(data),
-            jax.random.key(args.seed),
-            args.num_samples,
-            num_warmup=args.num_warmup,
-            num_chains=args.num_chains,
-            thin=args.thin,
-            progress_bar=not args.no_progress,
-        )
+        idata = _sample(factory(data), args)
         k = idata.posterior["num_features"].values
         counts = np.bincount(k.ravel())
         mode = int(counts.argmax())
@@ -278,25 +266,15 @@ def _fit_ibp_arguments(parser):
 
 
 def _fit_ibp(args) -> int:
-    import jax
     import numpy as np
 
-    import bnpjax
     from bnpjax.models import ibp_lg
 
     header, values = _read_table(args.data)
     mask = np.isfinite(values)
     data = ibp_lg.make_data(values, mask)
     factory = ibp_lg.collapsed_gibbs if args.sampler == "collapsed" else ibp_lg.parallel_gibbs
-    idata = bnpjax.sample(
-        factory(data, kappa=args.kappa, capacity=args.capacity),
-        jax.random.key(args.seed),
-        args.num_samples,
-        num_warmup=args.num_warmup,
-        num_chains=args.num_chains,
-        thin=args.thin,
-        progress_bar=not args.no_progress,
-    )
+    idata = _sample(factory(data, kappa=args.kappa, capacity=args.capacity), args)
     k = idata.posterior["num_features"].values.ravel()
     counts = np.bincount(k)
     print(
@@ -327,10 +305,8 @@ def _ratings_design(users, items, num_users, num_items):
 
 
 def _demo_fm(args) -> int:
-    import jax
     import numpy as np
 
-    import bnpjax
     from bnpjax.models import fm
 
     start = time.perf_counter()
@@ -348,15 +324,7 @@ def _demo_fm(args) -> int:
     data = fm.make_data(X[train], y[train])
     rows, cols, values, shape = fm.to_coo(X[test])
     algorithm = fm.gibbs(data, rank=rank, test=(rows, cols, values), num_test=shape[0])
-    idata = bnpjax.sample(
-        algorithm,
-        jax.random.key(args.seed),
-        args.num_samples,
-        num_warmup=args.num_warmup,
-        num_chains=args.num_chains,
-        thin=args.thin,
-        progress_bar=not args.no_progress,
-    )
+    idata = _sample(algorithm, args)
     yhat = idata.sample_stats["yhat_test"].mean(("chain", "draw")).values
     rmse_truth = float(np.sqrt(np.mean((yhat - truth[test]) ** 2)))
     rmse_y = float(np.sqrt(np.mean((yhat - y[test]) ** 2)))
@@ -380,10 +348,8 @@ def _fit_fm_arguments(parser):
 
 
 def _fit_fm(args) -> int:
-    import jax
     import numpy as np
 
-    import bnpjax
     from bnpjax.models import fm
 
     header, train = _read_table(args.data)
@@ -421,15 +387,7 @@ def _fit_fm(args) -> int:
         Xt = _ratings_design(test[:, 0].astype(int), test[:, 1].astype(int), num_users, num_items)
         rows, cols, values, shape = fm.to_coo(Xt)
         test_kw = dict(test=(rows, cols, values), num_test=shape[0])
-    idata = bnpjax.sample(
-        fm.gibbs(data, rank=args.rank, likelihood=likelihood, **test_kw),
-        jax.random.key(args.seed),
-        args.num_samples,
-        num_warmup=args.num_warmup,
-        num_chains=args.num_chains,
-        thin=args.thin,
-        progress_bar=not args.no_progress,
-    )
+    idata = _sample(fm.gibbs(data, rank=args.rank, likelihood=likelihood, **test_kw), args)
     print(_summary(idata, ["b", "noise_var"] if likelihood == "gaussian" else ["b"]).to_string())
     if args.test and likelihood == "gaussian":
         yhat = idata.sample_stats["yhat_test"].mean(("chain", "draw")).values

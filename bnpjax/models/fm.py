@@ -86,6 +86,7 @@ from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import log_ndtr
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
+from bnpjax.ops import sample_inverse_gamma
 
 __all__ = [
     "FMBlock",
@@ -443,10 +444,6 @@ def _joint_block(noise, e, q, block, theta, prior_mean, prior_precision, noise_v
     return new, e, q
 
 
-def _inv_gamma(key, shape, scale):
-    return scale / jax.random.gamma(key, shape, dtype=jnp.result_type(scale))
-
-
 def _normal_hyper(key, theta, group, sizes, var, hyper):
     """Per group (and factor): mu | var, theta, then var | mu, theta (module docstring).
     ``theta`` (p, ...), ``var`` (G, ...)."""
@@ -462,7 +459,7 @@ def _normal_hyper(key, theta, group, sizes, var, hyper):
     dev = jax.ops.segment_sum((theta - mu[group]) ** 2, group, num_segments=G)
     shape = hyper.alpha_0 / 2 + (n_g + 1) / 2
     scale = hyper.beta_0 / 2 + 0.5 * (dev + hyper.gamma_0 * (mu - hyper.mu_0) ** 2)
-    return mu, _inv_gamma(key_var, jnp.broadcast_to(shape, var.shape), scale)
+    return mu, sample_inverse_gamma(key_var, jnp.broadcast_to(shape, var.shape), scale)
 
 
 def _interval_log_prob(lower, upper):
@@ -539,7 +536,7 @@ def _step(data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear
     cutpoints, accepted = state.cutpoints, jnp.ones((), yhat.dtype)
     if likelihood == "gaussian":
         resid = data.y - yhat
-        noise_var = _inv_gamma(
+        noise_var = sample_inverse_gamma(
             keys[7], hyper.alpha_0 / 2 + n / 2, hyper.beta_0 / 2 + 0.5 * resid @ resid
         )
         target = data.y
@@ -608,7 +605,7 @@ def prior_sample(
     group = jnp.zeros(num_features, jnp.int32) if group is None else jnp.asarray(group)
 
     def variance_and_mean(k1, k2, shape):
-        var = _inv_gamma(k1, jnp.full(shape, hyper.alpha_0 / 2), hyper.beta_0 / 2)
+        var = sample_inverse_gamma(k1, jnp.full(shape, hyper.alpha_0 / 2), hyper.beta_0 / 2)
         mean = hyper.mu_0 + jnp.sqrt(var / hyper.gamma_0) * jax.random.normal(k2, shape, dtype)
         return mean, var
 
@@ -621,7 +618,7 @@ def prior_sample(
     )
     b = jax.random.normal(keys[6], (), dtype) / jnp.sqrt(hyper.reg_0) if fit_w0 else 0.0
     if likelihood == "gaussian":
-        noise_var = _inv_gamma(keys[7], hyper.alpha_0 / 2, hyper.beta_0 / 2)
+        noise_var = sample_inverse_gamma(keys[7], hyper.alpha_0 / 2, hyper.beta_0 / 2)
     else:
         noise_var = jnp.ones((), dtype)
     if likelihood == "ordinal":

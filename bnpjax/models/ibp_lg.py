@@ -108,7 +108,7 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import gammaln
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none, pad_axis
-from bnpjax.ops import sample_categorical, truncated_poisson_log_pmf
+from bnpjax.ops import sample_categorical, sample_inverse_gamma, truncated_poisson_log_pmf
 from bnpjax.priors import ibp
 
 __all__ = [
@@ -231,10 +231,6 @@ def _sample_A(key, Z, X, sigma_x, sigma_a):
     noise = _slot_normals(key, Z.shape[1], X.shape[1], X.dtype)
     A = mean + sigma_x * solve_triangular(chol.T, noise, lower=False)
     return A * (Z.sum(0) > 0)[:, None]
-
-
-def _inv_gamma(key, shape, scale):
-    return scale / jax.random.gamma(key, shape, dtype=jnp.result_type(scale))
 
 
 def _hyper_updates(key, data, hyper, Z, A, state, flags):
@@ -737,9 +733,9 @@ def prior_sample(
     if flags.get("sample_alpha"):
         alpha = jax.random.gamma(key_alpha, hyper.alpha_shape, dtype=dtype) / hyper.alpha_rate
     if flags.get("sample_sigma_x"):
-        sx = jnp.sqrt(_inv_gamma(key_sx, hyper.sigma_x_shape, hyper.sigma_x_scale))
+        sx = jnp.sqrt(sample_inverse_gamma(key_sx, hyper.sigma_x_shape, hyper.sigma_x_scale))
     if flags.get("sample_sigma_a"):
-        sa = jnp.sqrt(_inv_gamma(key_sa, hyper.sigma_a_shape, hyper.sigma_a_scale))
+        sa = jnp.sqrt(sample_inverse_gamma(key_sa, hyper.sigma_a_shape, hyper.sigma_a_scale))
     draw = ibp.sample_buffet(key_z, alpha, num_rows, capacity)
     A = sa * jax.random.normal(key_a, (capacity, num_dims), dtype) * draw.active[:, None]
     X = jnp.zeros((num_rows, num_dims), dtype)

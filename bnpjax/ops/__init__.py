@@ -7,6 +7,7 @@ of their inputs (float32 or float64); densities are computed in log space.
 * :mod:`~bnpjax.ops.equicorrelation`: :math:`\log\det` and :math:`1^\top X_k^{-1} 1` of
   :math:`X_k = (a-b)I_k + b 1 1^\top` for all :math:`k \le \kappa` in :math:`O(\kappa)`.
 * :mod:`~bnpjax.ops.poisson`: truncated Poisson log pmf and exact sampler.
+* :mod:`~bnpjax.ops.inverse_gamma`: inverse-Gamma sampler (conjugate variance updates).
 * :mod:`~bnpjax.ops.inverse_gaussian`: inverse Gaussian log pdf and sampler.
 * :mod:`~bnpjax.ops.categorical`: Gumbel-max categorical sampling, log normalization.
 * :mod:`~bnpjax.ops.rank_one`: Sherman-Morrison updates of inverses and log-determinants.
@@ -19,6 +20,7 @@ from bnpjax.ops.equicorrelation import (
     equicorrelation_quadratic_form,
     equicorrelation_terms,
 )
+from bnpjax.ops.inverse_gamma import sample_inverse_gamma
 from bnpjax.ops.inverse_gaussian import inverse_gaussian_log_pdf, sample_inverse_gaussian
 from bnpjax.ops.poisson import sample_truncated_poisson, truncated_poisson_log_pmf
 from bnpjax.ops.rank_one import rank_one_update, sherman_morrison
@@ -57,6 +59,7 @@ __all__ = [
     "rmatvec",
     "row_sums",
     "sample_categorical",
+    "sample_inverse_gamma",
     "sample_inverse_gaussian",
     "sample_truncated_poisson",
     "segment_logsumexp",
