@@ -31,7 +31,10 @@ from jax.scipy.special import ndtr
 from bnpjax.infer import run, to_inference_data
 from bnpjax.models import fm as fm_model
 
-__all__ = ["FMClassifier", "FMOrdinal", "FMRegressor"]
+__all__ = ["FMClassifier", "FMOrdinal", "FMRegressor", "RelationBlock"]
+
+#: myFM's relation block: ``RelationBlock(original_to_block, data)`` (see ``fit``)
+RelationBlock = fm_model.RelationBlock
 
 
 class _BayesianFM:
@@ -67,18 +70,23 @@ class _BayesianFM:
         self,
         X,
         y,
+        X_rel=(),
         X_test=None,
         y_test=None,
+        X_rel_test=(),
         n_iter: int = 100,
         n_kept_samples: int | None = None,
         group_shapes=None,
     ):
         """Run ``n_iter`` Gibbs sweeps and keep the last ``n_kept_samples`` (all by default).
 
-        ``X`` (n, p): ``scipy.sparse`` or dense; ``group_shapes``: sizes of consecutive
-        column groups with their own hyperparameters. With ``X_test`` the test predictions of
-        every kept sample are recorded (``sample_stats.yhat_test``; with ``y_test``, the
-        running test RMSE or accuracy is in ``self.test_history_``)."""
+        ``X`` (n, p): ``scipy.sparse`` or dense (it may have no columns when ``X_rel`` carries
+        the features); ``X_rel``: relation blocks (:class:`RelationBlock`; myFM's work too),
+        whose columns follow those of ``X``; ``group_shapes``: sizes of consecutive column
+        groups (over ``X``, then the blocks) with their own hyperparameters. With ``X_test``
+        (and ``X_rel_test``) the test predictions of every kept sample are recorded
+        (``sample_stats.yhat_test``; with ``y_test``, the running test RMSE or accuracy is in
+        ``self.test_history_``). The argument order is myFM's."""
         if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
             raise ValueError(f"n_iter must be a positive integer, got {n_iter!r}")
         n_kept = n_iter if n_kept_samples is None else n_kept_samples
@@ -87,13 +95,18 @@ class _BayesianFM:
         if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 0:
             raise ValueError(f"rank must be a non-negative integer, got {self.rank!r}")
         targets = self._encode(y)
-        data = fm_model.make_data(X, targets, likelihood=self.likelihood, group_shapes=group_shapes)
+        data = fm_model.make_data(
+            X, targets, likelihood=self.likelihood, group_shapes=group_shapes, X_rel=X_rel
+        )
         self.n_features_ = int(data.group.shape[0])
+        self.relation_widths_ = fm_model.relation_widths(X_rel or ())
+        self.n_columns_ = self.n_features_ - sum(self.relation_widths_)
         test = None
         num_test = 0
         if X_test is not None:
             rows, cols, values, shape = self._coo(X_test, "X_test")
-            test, num_test = (rows, cols, values), shape[0]
+            relations = self._relations(X_rel_test, shape[0], "X_rel_test")
+            test, num_test = (rows, cols, values, relations), shape[0]
             if y_test is not None and np.shape(y_test) != (num_test,):
                 raise ValueError(f"y_test must have shape ({num_test},), got {np.shape(y_test)}")
         algorithm = fm_model.gibbs(
@@ -125,21 +138,41 @@ class _BayesianFM:
         return self
 
     def _coo(self, X, name):
-        rows, cols, values, shape = fm_model.to_coo(X, name)
-        if hasattr(self, "n_features_") and shape[1] != self.n_features_:
+        allow = bool(getattr(self, "relation_widths_", ()))
+        rows, cols, values, shape = fm_model.to_coo(X, name, allow_no_columns=allow)
+        if hasattr(self, "n_columns_") and shape[1] != self.n_columns_:
             raise ValueError(
-                f"{name} has {shape[1]} columns but the model was fitted on {self.n_features_}"
+                f"{name} has {shape[1]} columns but the model was fitted on {self.n_columns_}"
             )
         return rows, cols, values, shape
+
+    def _relations(self, X_rel, num_rows, name):
+        """Relation blocks for prediction, checked against the blocks of the fit."""
+        X_rel = tuple(X_rel or ())
+        widths = fm_model.relation_widths(X_rel)
+        if widths != self.relation_widths_:
+            raise ValueError(
+                f"{name} has blocks of widths {widths} but the model was fitted on "
+                f"{self.relation_widths_}"
+            )
+        relations, offset = [], self.n_columns_
+        for position, (block, width) in enumerate(zip(X_rel, widths, strict=True)):
+            relations.append(
+                fm_model.relation_design(block, num_rows, offset=offset, position=position)
+            )
+            offset += width
+        return tuple(relations)
 
     def _check_fitted(self):
         if not hasattr(self, "samples_"):
             raise ValueError("call fit(X, y) before predicting")
 
-    def predict_latent(self, X, chunk: int = 32) -> np.ndarray:
-        """``hat y`` of every kept sample on the rows of ``X``: (n_kept_samples, n)."""
+    def predict_latent(self, X, X_rel=(), chunk: int = 32) -> np.ndarray:
+        """``hat y`` of every kept sample on the rows of ``X`` (and relation blocks
+        ``X_rel``): (n_kept_samples, n)."""
         self._check_fitted()
         rows, cols, values, shape = self._coo(X, "X")
+        relations = self._relations(X_rel, shape[0], "X_rel")
         dtype = jnp.result_type(float)
         rows, cols = jnp.asarray(rows, jnp.int32), jnp.asarray(cols, jnp.int32)
         values = jnp.asarray(values, dtype)
@@ -150,7 +183,7 @@ class _BayesianFM:
             out.append(
                 np.asarray(
                     _predict_draws(rows, cols, values, shape[0], s["b"][part], s["w"][part],
-                                   s["V"][part])
+                                   s["V"][part], relations)
                 )
             )  # fmt: skip
         return np.concatenate(out)
@@ -163,10 +196,10 @@ class _BayesianFM:
 
 
 @functools.partial(jax.jit, static_argnames="num_rows")
-def _predict_draws(rows, cols, values, num_rows, b, w, V):
-    return jax.vmap(lambda b_, w_, V_: fm_model.predict(rows, cols, values, num_rows, b_, w_, V_))(
-        b, w, V
-    )
+def _predict_draws(rows, cols, values, num_rows, b, w, V, relations):
+    return jax.vmap(
+        lambda b_, w_, V_: fm_model.predict(rows, cols, values, num_rows, b_, w_, V_, relations)
+    )(b, w, V)
 
 
 class FMRegressor(_BayesianFM):
@@ -174,9 +207,9 @@ class FMRegressor(_BayesianFM):
 
     likelihood = "gaussian"
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X, X_rel=()) -> np.ndarray:
         """Posterior-mean prediction over the kept samples."""
-        return self.predict_latent(X).mean(axis=0)
+        return self.predict_latent(X, X_rel).mean(axis=0)
 
     def _test_history(self, yhat, y_test):
         running = np.cumsum(yhat, axis=0) / np.arange(1, yhat.shape[0] + 1)[:, None]
@@ -188,13 +221,13 @@ class FMClassifier(_BayesianFM):
 
     likelihood = "probit"
 
-    def predict_proba(self, X) -> np.ndarray:
+    def predict_proba(self, X, X_rel=()) -> np.ndarray:
         """Posterior predictive ``P(y = 1 | x)``: the mean over kept samples of
         ``Phi(hat y)``."""
-        return np.asarray(ndtr(self.predict_latent(X))).mean(axis=0)
+        return np.asarray(ndtr(self.predict_latent(X, X_rel))).mean(axis=0)
 
-    def predict(self, X) -> np.ndarray:
-        return (self.predict_proba(X) > 0.5).astype(np.int64)
+    def predict(self, X, X_rel=()) -> np.ndarray:
+        return (self.predict_proba(X, X_rel) > 0.5).astype(np.int64)
 
     def _test_history(self, yhat, y_test):
         p = np.cumsum(np.asarray(ndtr(yhat)), axis=0) / np.arange(1, yhat.shape[0] + 1)[:, None]
@@ -223,18 +256,18 @@ class FMOrdinal(_BayesianFM):
         self.num_levels_ = int(levels.size)
         return fm_model.check_targets(y.astype(np.int64) - levels[0], y.shape[0], "ordinal")
 
-    def predict_proba(self, X) -> np.ndarray:
+    def predict_proba(self, X, X_rel=()) -> np.ndarray:
         """Posterior predictive ``P(y = level | x)`` (n, L), averaged over kept samples."""
-        yhat = self.predict_latent(X)  # (S, n)
+        yhat = self.predict_latent(X, X_rel)  # (S, n)
         cut = self.samples_["cutpoints"]  # (S, L-1)
         upper = np.concatenate([cut, np.full((cut.shape[0], 1), math.inf)], axis=1)
         cdf = np.asarray(ndtr(upper[:, None, :] - yhat[:, :, None]))  # (S, n, L)
         probs = np.diff(cdf, axis=2, prepend=0.0)
         return probs.mean(axis=0)
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X, X_rel=()) -> np.ndarray:
         """The most probable level."""
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        return self.classes_[np.argmax(self.predict_proba(X, X_rel), axis=1)]
 
     def _test_history(self, yhat, y_test):
         return np.full(yhat.shape[0], np.nan)

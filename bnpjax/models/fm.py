@@ -63,6 +63,33 @@ covered row; the per-feature sums are dense reductions over degree buckets (feat
 similar degree padded to a common width), followed by one batched Cholesky, and the row
 updates are elementwise. The sweep is the exact Gibbs sweep above, its colours in turn.
 
+**Relation blocks** (Rendle 2013, "Scaling factorization machines to relational data";
+myFM's ``RelationBlock``). A block is a matrix :math:`X^B` (``B`` block rows) and an index
+:math:`b(d)`: row ``d`` of the full design is ``[X_d, X^{B_1}_{b_1(d)}, ...]``. Features shared
+by many rows (a user's side information, the implicit feedback of everything a user rated) are
+stored once per entity. The sweep over a block's features never expands the design: with
+:math:`r^{(d)} = q^{(d)} - q^B_{b(d)}` (the other features' part of :math:`q`) and, for
+feature ``i`` of the block, :math:`a_b = q^B_b - v_i x_{bi}`, every row of block row ``b`` has
+:math:`h_i^{(d)} = x_{bi}\,(1, a_b + r^{(d)})`, so
+
+.. math::
+
+    \sum_{d: b(d)=b} h h^\top = x_{bi}^2 \begin{pmatrix} c_b & (c_b a_b + S_b)^\top \\
+        c_b a_b + S_b & c_b a_b a_b^\top + a_b S_b^\top + S_b a_b^\top + T_b\end{pmatrix},\quad
+    \sum_{d: b(d)=b} h\, e = x_{bi} \begin{pmatrix} E_b \\ a_b E_b + R_b\end{pmatrix}
+
+with the per-block-row sums :math:`c_b = \#\{d\}`, :math:`S_b = \sum r`, :math:`T_b = \sum
+r r^\top`, :math:`E_b = \sum e`, :math:`R_b = \sum r e`, formed once per block and sweep in
+O(n K^2). :math:`S, T` do not change while the block's features are drawn; after a draw
+:math:`\Delta\theta_i = (\Delta w, \Delta v)` they shift in closed form,
+:math:`\Delta E_b = -x(c_b\Delta w + \Delta v\cdot(c_b a_b + S_b))`,
+:math:`\Delta R_b = -x(S_b\Delta w + S_b (a_b\cdot\Delta v) + T_b\Delta v)`,
+:math:`\Delta q^B_b = x\Delta v`. A sweep over a block therefore costs O(nnz(X^B) K^2 + n K^2)
+instead of O(sum_d nnz of the expanded row). Features of a block that never share a block row
+never share a row of the design, so they are coloured and drawn together as above; a colour is
+cut into chunks of bounded size (any subset of a colour is still a set of conditionally
+independent features) and the chunks, padded to a few widths, are run by ``lax.scan``.
+
 **Likelihoods.** ``"gaussian"`` as above. ``"probit"`` (labels 0/1, Albert & Chib 1993):
 :math:`y = 1[z > 0]`, :math:`z \sim \mathcal N(\hat y, 1)`; each sweep first draws
 :math:`z \mid y, \hat y` from the truncated normal and then runs the Gaussian updates on
@@ -90,10 +117,13 @@ from bnpjax.ops import sample_inverse_gamma
 
 __all__ = [
     "FMBlock",
+    "FMChunks",
     "FMData",
     "FMHyper",
     "FMInfo",
+    "FMRelation",
     "FMState",
+    "RelationBlock",
     "colour_features",
     "data_sample",
     "gibbs",
@@ -102,6 +132,8 @@ __all__ = [
     "make_hyper",
     "predict",
     "prior_sample",
+    "relation_design",
+    "relation_widths",
     "to_coo",
 ]
 
@@ -124,14 +156,50 @@ class FMBlock(NamedTuple):
     buckets: tuple[jax.Array, ...]
 
 
+class RelationBlock(NamedTuple):
+    """myFM's relation block: row ``d`` of the design continues with row
+    ``original_to_block[d]`` of ``data`` (``scipy.sparse`` or dense, one row per entity)."""
+
+    original_to_block: np.ndarray
+    data: object
+
+
+class FMChunks(NamedTuple):
+    """Chunks of one width: ``rows`` (C, P) block rows of the entries (padding: the extra
+    block row ``B``), ``slot`` (C, P) the entry's feature within its chunk (padding: ``F``),
+    ``values`` (C, P) (padding: 0), ``features`` (C, F) global feature ids (padding: ``p``,
+    out of range, so that writes to it are dropped)."""
+
+    rows: jax.Array
+    slot: jax.Array
+    values: jax.Array
+    features: jax.Array
+
+
+class FMRelation(NamedTuple):
+    """A relation block laid out for the sweep (module docstring). ``index`` (n,) block row of
+    each design row; ``counts`` (B + 1,) design rows per block row (0 for the padding row);
+    ``rows``, ``cols``, ``values``: the block's entries (cols as global feature ids);
+    ``chunks``: the entries again, cut into chunks of conditionally independent features."""
+
+    index: jax.Array
+    counts: jax.Array
+    rows: jax.Array
+    cols: jax.Array
+    values: jax.Array
+    chunks: tuple[FMChunks, ...]
+
+
 class FMData(NamedTuple):
     """The design as colour blocks, the targets ``y`` (n,) and ``group`` (p,) per feature.
-    For ``"probit"`` ``y`` holds 0/1, for ``"ordinal"`` the level ``0..L-1`` (as floats)."""
+    For ``"probit"`` ``y`` holds 0/1, for ``"ordinal"`` the level ``0..L-1`` (as floats).
+    ``relations``: the relation blocks; their features follow the columns of ``X``."""
 
     blocks: tuple[FMBlock, ...]
     y: jax.Array
     group: jax.Array
     group_sizes: jax.Array  # (G,) features per group
+    relations: tuple[FMRelation, ...] = ()
 
 
 class FMHyper(NamedTuple):
@@ -192,9 +260,10 @@ def make_hyper(
 # host-side preparation
 
 
-def to_coo(X, name: str = "X"):
+def to_coo(X, name: str = "X", *, allow_no_columns: bool = False):
     """Validate a design matrix (``scipy.sparse`` of any format or a dense 2-D array) and
-    return its nonzero entries ``(rows, cols, values, shape)`` in row-major order."""
+    return its nonzero entries ``(rows, cols, values, shape)`` in row-major order. A design
+    with no columns is allowed when relation blocks carry all the features."""
     import scipy.sparse as sp
 
     if sp.issparse(X):
@@ -219,7 +288,7 @@ def to_coo(X, name: str = "X"):
             raise ValueError(f"{name} contains NaN or infinite values")
     if not np.all(np.isfinite(values)):
         raise ValueError(f"{name} contains NaN or infinite values")
-    if shape[0] == 0 or shape[1] == 0:
+    if shape[0] == 0 or (shape[1] == 0 and not allow_no_columns):
         raise ValueError(f"{name} is empty (shape {shape})")
     return rows.astype(np.int64), cols.astype(np.int64), values, shape
 
@@ -274,7 +343,7 @@ def _groups(group_shapes, num_features: int) -> np.ndarray:
     if any(s <= 0 for s in shapes) or sum(shapes) != num_features:
         raise ValueError(
             f"group_shapes must be positive integers summing to the {num_features} columns of "
-            f"X, got {list(group_shapes)}"
+            f"X (and of the relation blocks), got {list(group_shapes)}"
         )
     return np.repeat(np.arange(len(shapes)), shapes)
 
@@ -322,20 +391,146 @@ def _degree_buckets(local: np.ndarray, degree: np.ndarray) -> tuple[jax.Array, .
     return tuple(buckets)
 
 
-def make_data(X, y, *, likelihood: str = "gaussian", group_shapes=None) -> FMData:
-    """Validate the design ``X`` (n, p) (``scipy.sparse`` or dense) and targets ``y`` (n,) and
-    lay the design out as colour blocks (module docstring). Raises ``ValueError`` naming the
-    argument on NaN/inf, shape mismatches, or labels that do not fit ``likelihood``."""
+def _relation_entries(block, num_rows: int, position: int, *, offset: int):
+    """Validate one relation block; returns its index, entries and shape."""
+    name = f"X_rel[{position}]"
+    if isinstance(block, tuple) and len(block) == 2:
+        block = RelationBlock(*block)
+    index = getattr(block, "original_to_block", None)
+    matrix = getattr(block, "data", None)
+    if index is None or matrix is None:
+        raise ValueError(f"{name} must be a RelationBlock(original_to_block, data)")
+    rows, cols, values, (num_block_rows, width) = to_coo(matrix, f"{name}.data")
+    index = np.asarray(index)
+    if index.shape != (num_rows,):
+        raise ValueError(
+            f"{name}.original_to_block must have one entry per row of X ({num_rows}), "
+            f"got shape {index.shape}"
+        )
+    if index.size and (
+        not np.issubdtype(index.dtype, np.integer)
+        or index.min() < 0
+        or index.max() >= num_block_rows
+    ):
+        raise ValueError(
+            f"{name}.original_to_block must hold integer row numbers of {name}.data "
+            f"(0..{num_block_rows - 1})"
+        )
+    return index.astype(np.int64), rows, cols + offset, values, num_block_rows, width
+
+
+def _pack_chunks(rows, cols, values, num_block_rows, offset, width, num_features, dtype):
+    """Cut a relation block's features into chunks of conditionally independent features
+    (module docstring): colour them by shared block rows, split each colour greedily (features
+    by decreasing degree) into chunks of at most ``max(largest degree, 16)`` entries and 64
+    features, and pad the chunks to power-of-two widths, one ``FMChunks`` per width."""
+    local = cols - offset
+    colour = colour_features(rows, local, num_block_rows, width)
+    degree = np.bincount(local, minlength=width)
+    by_feature = np.argsort(local, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(degree)])
+    capacity, max_features = max(int(degree.max(initial=0)), 16), 64
+    chunks, current, size = [], [], 0
+    for c in range(int(colour.max(initial=0)) + 1):
+        members = np.flatnonzero(colour == c)
+        for f in members[np.argsort(-degree[members], kind="stable")]:
+            cost = max(int(degree[f]), 1)
+            if current and (size + cost > capacity or len(current) == max_features):
+                chunks.append(current)
+                current, size = [], 0
+            current.append(int(f))
+            size += cost
+        if current:
+            chunks.append(current)
+            current, size = [], 0
+    by_width: dict[int, list] = {}
+    for chunk in chunks:
+        entries = int(sum(degree[f] for f in chunk))
+        by_width.setdefault(max(8, 1 << max(entries - 1, 0).bit_length()), []).append(chunk)
+    out = []
+    for P in sorted(by_width, reverse=True):
+        group = by_width[P]
+        F = min(max_features, P)
+        r = np.full((len(group), P), num_block_rows, np.int64)
+        slot = np.full((len(group), P), F, np.int64)
+        v = np.zeros((len(group), P))
+        ids = np.full((len(group), F), num_features, np.int64)
+        for m, chunk in enumerate(group):
+            ids[m, : len(chunk)] = np.asarray(chunk) + offset
+            fill = 0
+            for k, f in enumerate(chunk):
+                take = by_feature[starts[f] : starts[f + 1]]
+                r[m, fill : fill + len(take)] = rows[take]
+                slot[m, fill : fill + len(take)] = k
+                v[m, fill : fill + len(take)] = values[take]
+                fill += len(take)
+        out.append(
+            FMChunks(
+                rows=jnp.asarray(r, jnp.int32),
+                slot=jnp.asarray(slot, jnp.int32),
+                values=jnp.asarray(v, dtype),
+                features=jnp.asarray(ids, jnp.int32),
+            )
+        )
+    return tuple(out)
+
+
+def relation_design(
+    block, num_rows: int, *, offset: int, position: int = 0, num_features: int | None = None
+) -> FMRelation:
+    """Validate a relation block and lay it out for prediction (``chunks`` empty), or for the
+    sweep when ``num_features`` (the total number of features) is given."""
+    index, rows, cols, values, num_block_rows, width = _relation_entries(
+        block, num_rows, position, offset=offset
+    )
+    dtype = jnp.result_type(float)
+    chunks = ()
+    if num_features is not None:
+        chunks = _pack_chunks(
+            rows, cols, values, num_block_rows, offset, width, num_features, dtype
+        )
+    counts = np.bincount(index, minlength=num_block_rows + 1).astype(float)
+    return FMRelation(
+        index=jnp.asarray(index, jnp.int32),
+        counts=jnp.asarray(counts, dtype),
+        rows=jnp.asarray(rows, jnp.int32),
+        cols=jnp.asarray(cols, jnp.int32),
+        values=jnp.asarray(values, dtype),
+        chunks=chunks,
+    )
+
+
+def relation_widths(X_rel) -> list[int]:
+    """Number of columns of each relation block (its features follow those of ``X``)."""
+    widths = []
+    for position, block in enumerate(X_rel):
+        matrix = block[1] if isinstance(block, tuple) else getattr(block, "data", None)
+        if matrix is None or len(np.shape(matrix)) != 2:
+            raise ValueError(f"X_rel[{position}] must be a RelationBlock(original_to_block, data)")
+        widths.append(int(np.shape(matrix)[1]))
+    return widths
+
+
+def make_data(X, y, *, likelihood: str = "gaussian", group_shapes=None, X_rel=()) -> FMData:
+    """Validate the design ``X`` (n, p) (``scipy.sparse`` or dense), the relation blocks
+    ``X_rel`` (myFM's ``RelationBlock(original_to_block, data)``; their columns follow those of
+    ``X`` in feature numbering and ``group_shapes``) and targets ``y`` (n,), and lay the design
+    out as colour blocks and relation chunks (module docstring). Raises ``ValueError`` naming
+    the argument on NaN/inf, shape mismatches, bad block indices, or labels that do not fit
+    ``likelihood``."""
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
-    rows, cols, values, (n, p) = to_coo(X)
+    X_rel = tuple(X_rel or ())
+    rows, cols, values, (n, p) = to_coo(X, allow_no_columns=bool(X_rel))
     y = check_targets(y, n, likelihood)
-    group = _groups(group_shapes, p)
-    colour = colour_features(rows, cols, n, p)
+    widths = relation_widths(X_rel)
+    num_features = p + sum(widths)
+    group = _groups(group_shapes, num_features)
     blocks = []
     dtype = jnp.result_type(float)
+    colour = colour_features(rows, cols, n, p) if p else np.zeros(0, np.int64)
     entry_colour = colour[cols]
-    for c in range(int(colour.max()) + 1):
+    for c in range(int(colour.max(initial=-1)) + 1):
         take = entry_colour == c
         r, f, v = rows[take], cols[take], values[take]
         order = np.argsort(r, kind="stable")
@@ -358,11 +553,18 @@ def make_data(X, y, *, likelihood: str = "gaussian", group_shapes=None) -> FMDat
                 buckets=_degree_buckets(local, degree),
             )
         )
+    relations, offset = [], p
+    for position, (block, width) in enumerate(zip(X_rel, widths, strict=True)):
+        relations.append(
+            relation_design(block, n, offset=offset, position=position, num_features=num_features)
+        )
+        offset += width
     return FMData(
         blocks=tuple(blocks),
         y=jnp.asarray(y, dtype),
         group=jnp.asarray(group, jnp.int32),
-        group_sizes=jnp.asarray(np.bincount(group), dtype),
+        group_sizes=jnp.asarray(np.bincount(group, minlength=int(group.max(initial=0)) + 1), dtype),
+        relations=tuple(relations),
     )
 
 
@@ -385,6 +587,23 @@ def _add_rows(vector, block: FMBlock, values, n: int):
     return vector.at[block.rows].add(values, indices_are_sorted=True, unique_indices=True)
 
 
+def _design_parts(rows, cols, values, num_rows: int, w, V):
+    """Per row of a COO design: the linear part ``sum_i w_i x_i``, ``q = sum_i v_i x_i``
+    (num_rows, K) and ``sum_i |v_i|^2 x_i^2``."""
+    x = values
+    linear = jax.ops.segment_sum(x * w[cols], rows, num_segments=num_rows)
+    xv = x[:, None] * V[cols]
+    q = jax.ops.segment_sum(xv, rows, num_segments=num_rows)
+    squares = jax.ops.segment_sum(jnp.sum(xv**2, axis=1), rows, num_segments=num_rows)
+    return linear, q, squares
+
+
+def _relation_parts(relation: FMRelation, w, V):
+    """The parts of :func:`_design_parts` per block row (plus the padding row)."""
+    num = relation.counts.shape[0]
+    return _design_parts(relation.rows, relation.cols, relation.values, num, w, V)
+
+
 def _predict_parts(data: FMData, b, w, V):
     """``hat y`` (n,) and ``q`` (n, K) of the training rows, from scratch (O(nnz K))."""
     n, K = _num_rows(data), V.shape[1]
@@ -398,7 +617,24 @@ def _predict_parts(data: FMData, b, w, V):
         linear = _add_rows(linear, block, x * w_e, n)
         q = _add_rows(q, block, x[:, None] * V_e, n)
         squares = _add_rows(squares, block, x**2 * jnp.sum(V_e**2, axis=1), n)
+    for relation in data.relations:
+        lin_b, q_b, sq_b = _relation_parts(relation, w, V)
+        linear = linear + lin_b[relation.index]
+        q = q + q_b[relation.index]
+        squares = squares + sq_b[relation.index]
     return linear + 0.5 * (jnp.sum(q**2, axis=1) - squares), q
+
+
+def _gaussian_draw(gram, hr, prior_mean, prior_precision, noise, noise_var):
+    """Draws from N(P^-1 m, P^-1) per leading index, ``P = gram / noise_var +
+    diag(prior_precision)``, ``m = hr / noise_var + prior_precision * prior_mean``, by one
+    batched Cholesky; ``noise`` is standard normal of the shape of ``hr``."""
+    eye = jnp.eye(gram.shape[-1], dtype=gram.dtype)
+    precision = gram / noise_var + prior_precision[:, :, None] * eye
+    chol = jnp.linalg.cholesky(precision)
+    rhs = hr / noise_var + prior_precision * prior_mean
+    half = solve_triangular(chol, rhs[..., None], lower=True)
+    return solve_triangular(chol, half + noise[..., None], lower=True, trans="T")[..., 0]
 
 
 def _joint_block(noise, e, q, block, theta, prior_mean, prior_precision, noise_var, n):
@@ -430,18 +666,111 @@ def _joint_block(noise, e, q, block, theta, prior_mean, prior_precision, noise_v
         grams.append(jnp.einsum("mwk,mwl->mkl", H_b, H_b))
         sums.append(jnp.einsum("mwk,mw->mk", H_b, r_pad[index]))
     gram, hr = jnp.concatenate(grams), jnp.concatenate(sums)
-    eye = jnp.eye(D, dtype=H.dtype)
-    precision = gram / noise_var + prior_precision[:, :, None] * eye
-    chol = jnp.linalg.cholesky(precision)
-    rhs = hr / noise_var + prior_precision * prior_mean
-    half = solve_triangular(chol, rhs[..., None], lower=True)
-    new = solve_triangular(chol, half + noise[..., None], lower=True, trans="T")[..., 0]
+    new = _gaussian_draw(gram, hr, prior_mean, prior_precision, noise, noise_var)
     delta = new - theta
     delta_e = delta[block.local]
     e = _add_rows(e, block, -jnp.sum(delta_e * H, axis=1), n)
     if K:
         q = _add_rows(q, block, delta_e[:, D - K :] * x[:, None], n)
     return new, e, q
+
+
+def _block_row_sums(relation: FMRelation, r, e):
+    """``S_b = sum r``, ``T_b = sum r r'``, ``E_b = sum e``, ``R_b = sum r e`` over the design
+    rows of each block row. ``T`` is accumulated over slices of rows so that no (n, K, K)
+    array is formed."""
+    n, K = r.shape
+    num = relation.counts.shape[0]
+    index = relation.index
+
+    def segment(values):
+        return jax.ops.segment_sum(values, index, num_segments=num)
+
+    S, E, R = segment(r), segment(e), segment(r * e[:, None])
+    size = max(1, min(n, (1 << 21) // max(K * K, 1)))
+    pad = -n % size
+    r_pad = jnp.concatenate([r, jnp.zeros((pad, K), r.dtype)]).reshape(-1, size, K)
+    i_pad = jnp.concatenate([index, jnp.full((pad,), num - 1, index.dtype)]).reshape(-1, size)
+
+    def accumulate(T, part):
+        r_s, i_s = part
+        return T.at[i_s].add(r_s[:, :, None] * r_s[:, None, :]), None
+
+    T, _ = jax.lax.scan(accumulate, jnp.zeros((num, K, K), r.dtype), (r_pad, i_pad))
+    return S, T, E, R
+
+
+def _relation_sweep(key, e, q, theta, relation, prior_mean, prior_precision, noise_var, K):
+    """Draw ``theta_i`` of every feature of one relation block, chunk after chunk, from the
+    block-row sums of the module docstring; returns the new ``theta``, ``e`` and ``q``.
+    ``theta``, ``prior_*``: (p, D) for all features, ``D = K`` or ``K + 1`` (with ``w``)."""
+    p, D = theta.shape
+    index, counts = relation.index, relation.counts
+    w = theta[:, 0] if D > K else jnp.zeros((p,), theta.dtype)
+    lin_b, q_b, sq_b = _relation_parts(relation, w, theta[:, D - K :])
+    r = q - q_b[index]
+    S, T, E, R = _block_row_sums(relation, r, e)
+
+    def chunk_step(carry, inputs):
+        theta, q_b, lin_b, sq_b, E, R = carry
+        chunk, key = inputs
+        rows, x, ids = chunk.rows, chunk.values, chunk.features
+        F = ids.shape[0]
+        theta_f = theta.at[ids].get(mode="fill", fill_value=0)
+        theta_e = jnp.take(theta_f, chunk.slot, axis=0, mode="fill", fill_value=0)
+        v_e = theta_e[:, D - K :]
+        c, S_e, T_e, E_e, R_e = counts[rows], S[rows], T[rows], E[rows], R[rows]
+        a = q_b[rows] - v_e * x[:, None]  # q^B without feature i
+        m = c[:, None] * a + S_e
+        outer_as = a[:, :, None] * S_e[:, None, :]
+        gram_vv = c[:, None, None] * a[:, :, None] * a[:, None, :] + outer_as
+        gram_vv = gram_vv + jnp.swapaxes(outer_as, 1, 2) + T_e
+        h_e = a * E_e[:, None] + R_e
+        if D > K:
+            top = jnp.concatenate([c[:, None], m], axis=1)
+            below = jnp.concatenate([m[:, :, None], gram_vv], axis=2)
+            gram_e = jnp.concatenate([top[:, None, :], below], axis=1)
+            h_e = jnp.concatenate([E_e[:, None], h_e], axis=1)
+        else:
+            gram_e = gram_vv
+        gram_e = (x**2)[:, None, None] * gram_e
+        h_e = x[:, None] * h_e + jnp.einsum("pkl,pl->pk", gram_e, theta_e)
+        gram = jax.ops.segment_sum(gram_e, chunk.slot, num_segments=F + 1)[:F]
+        hr = jax.ops.segment_sum(h_e, chunk.slot, num_segments=F + 1)[:F]
+        new = _gaussian_draw(
+            gram,
+            hr,
+            prior_mean.at[ids].get(mode="fill", fill_value=0),
+            prior_precision.at[ids].get(mode="fill", fill_value=1),
+            jax.random.normal(key, (F, D), theta.dtype),
+            noise_var,
+        )
+        delta = jnp.take(new - theta_f, chunk.slot, axis=0, mode="fill", fill_value=0)
+        dv = delta[:, D - K :]
+        dw = delta[:, 0] if D > K else jnp.zeros_like(x)
+        a_dv = jnp.sum(a * dv, axis=1)
+        dE = -x * (c * dw + jnp.sum(dv * m, axis=1))
+        dR = -x[:, None] * (S_e * (dw + a_dv)[:, None] + jnp.einsum("pkl,pl->pk", T_e, dv))
+        d_sq = x**2 * (jnp.sum((v_e + dv) ** 2, axis=1) - jnp.sum(v_e**2, axis=1))
+        carry = (
+            theta.at[ids].set(new, mode="drop"),
+            q_b.at[rows].add(x[:, None] * dv),
+            lin_b.at[rows].add(x * dw),
+            sq_b.at[rows].add(d_sq),
+            E.at[rows].add(dE),
+            R.at[rows].add(dR),
+        )
+        return carry, None
+
+    carry = (theta, q_b, lin_b, sq_b, E, R)
+    for position, chunks in enumerate(relation.chunks):
+        keys = jax.random.split(jax.random.fold_in(key, position), chunks.rows.shape[0])
+        carry, _ = jax.lax.scan(chunk_step, carry, (chunks, keys))
+    theta, q_new, lin_new, sq_new = carry[:4]
+    q_rows = r + q_new[index]
+    d_yhat = (lin_new - lin_b)[index] - 0.5 * (sq_new - sq_b)[index]
+    d_yhat = d_yhat + 0.5 * (jnp.sum(q_rows**2, axis=1) - jnp.sum(q**2, axis=1))
+    return theta, e - d_yhat, q_rows
 
 
 def _normal_hyper(key, theta, group, sizes, var, hyper):
@@ -579,6 +908,18 @@ def _step(data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear
                 noise[f], e, q, block, theta[f], prior_mean[f], prior_precision[f], noise_var, n
             )
             theta = theta.at[f].set(new)
+        for position, relation in enumerate(data.relations):
+            theta, e, q = _relation_sweep(
+                jax.random.fold_in(keys[4], position),
+                e,
+                q,
+                theta,
+                relation,
+                prior_mean,
+                prior_precision,
+                noise_var,
+                K,
+            )
         if fit_linear:
             w = theta[:, 0]
         V = theta[:, theta.shape[1] - K :]
@@ -649,14 +990,16 @@ def log_likelihood(data: FMData, state: FMState, likelihood: str = "gaussian") -
     return _log_likelihood_terms(data.y, yhat, state.noise_var, state.cutpoints, likelihood)
 
 
-def predict(rows, cols, values, num_rows: int, b, w, V):
-    r"""``hat y`` for the COO design ``(rows, cols, values)`` with ``num_rows`` rows (module
-    docstring's formula), for one draw. ``vmap`` it over draws."""
-    x = values
-    linear = jax.ops.segment_sum(x * w[cols], rows, num_segments=num_rows)
-    xv = x[:, None] * V[cols]
-    q = jax.ops.segment_sum(xv, rows, num_segments=num_rows)
-    squares = jax.ops.segment_sum(jnp.sum(xv**2, axis=1), rows, num_segments=num_rows)
+def predict(rows, cols, values, num_rows: int, b, w, V, relations=()):
+    r"""``hat y`` for the COO design ``(rows, cols, values)`` with ``num_rows`` rows and the
+    relation blocks ``relations`` (:func:`relation_design`), the module docstring's formula,
+    for one draw. ``vmap`` it over draws."""
+    linear, q, squares = _design_parts(rows, cols, values, num_rows, w, V)
+    for relation in relations:
+        lin_b, q_b, sq_b = _relation_parts(relation, w, V)
+        linear = linear + lin_b[relation.index]
+        q = q + q_b[relation.index]
+        squares = squares + sq_b[relation.index]
     return b + linear + 0.5 * (jnp.sum(q**2, axis=1) - squares)
 
 
@@ -710,8 +1053,10 @@ def _trace(data, hyper, test, state, info, *, likelihood, num_test):
     if likelihood == "ordinal":
         stats["acceptance_rate"] = info.acceptance_rate
     if test is not None:
-        rows, cols, values = test
-        stats["yhat_test"] = predict(rows, cols, values, num_test, state.b, state.w, state.V)
+        rows, cols, values, relations = test
+        stats["yhat_test"] = predict(
+            rows, cols, values, num_test, state.b, state.w, state.V, relations
+        )
     return {"posterior": posterior, "sample_stats": stats}
 
 
@@ -730,7 +1075,8 @@ def gibbs(
 ) -> SamplingAlgorithm:
     """The BFM Gibbs sampler (module docstring) as a kernel for :func:`bnpjax.sample`.
 
-    ``test``: an optional COO design ``(rows, cols, values)`` with ``num_test`` rows whose
+    ``test``: an optional COO design ``(rows, cols, values)`` with ``num_test`` rows, and
+    optionally a fourth item, its relation blocks from :func:`relation_design`, whose
     predictions ``yhat_test`` are traced at every kept draw (the estimators use this).
     Ordinal models need ``num_levels`` (default: the largest label + 1) and fix ``b = 0``."""
     if not isinstance(data, FMData):
@@ -758,11 +1104,12 @@ def gibbs(
         num_levels = 0
     test_arrays = None
     if test is not None:
-        rows, cols, values = test
+        rows, cols, values, *relations = test
         test_arrays = (
             jnp.asarray(rows, jnp.int32),
             jnp.asarray(cols, jnp.int32),
             jnp.asarray(values, data.y.dtype),
+            tuple(relations[0]) if relations else (),
         )
     static = dict(likelihood=likelihood, fit_w0=bool(fit_w0), fit_linear=bool(fit_linear))
     return SamplingAlgorithm(
