@@ -423,7 +423,8 @@ def _pack_chunks(rows, cols, values, num_block_rows, offset, width, num_features
     """Cut a relation block's features into chunks of conditionally independent features
     (module docstring): colour them by shared block rows, split each colour greedily (features
     by decreasing degree) into chunks of at most ``max(largest degree, 16)`` entries and 64
-    features, and pad the chunks to power-of-two widths, one ``FMChunks`` per width."""
+    features, and pad the chunks to power-of-two sizes, one ``FMChunks`` per (entries,
+    features) size."""
     local = cols - offset
     colour = colour_features(rows, local, num_block_rows, width)
     degree = np.bincount(local, minlength=width)
@@ -443,14 +444,20 @@ def _pack_chunks(rows, cols, values, num_block_rows, offset, width, num_features
         if current:
             chunks.append(current)
             current, size = [], 0
-    by_width: dict[int, list] = {}
+
+    def power_of_two(m, low):
+        return max(low, 1 << max(m - 1, 0).bit_length())
+
+    by_shape: dict[tuple[int, int], list] = {}
     for chunk in chunks:
         entries = int(sum(degree[f] for f in chunk))
-        by_width.setdefault(max(8, 1 << max(entries - 1, 0).bit_length()), []).append(chunk)
+        # two feature widths only: every distinct shape is one more scan to compile
+        shape = (power_of_two(entries, 8), 4 if len(chunk) <= 4 else max_features)
+        by_shape.setdefault(shape, []).append(chunk)
     out = []
-    for P in sorted(by_width, reverse=True):
-        group = by_width[P]
-        F = min(max_features, P)
+    for P, F in sorted(by_shape, reverse=True):
+        group = by_shape[P, F]
+        F = min(F, P)
         r = np.full((len(group), P), num_block_rows, np.int64)
         slot = np.full((len(group), P), F, np.int64)
         v = np.zeros((len(group), P))
@@ -700,73 +707,111 @@ def _block_row_sums(relation: FMRelation, r, e):
     return S, T, E, R
 
 
+def _feature_sums(relation: FMRelation, T_centred, num_features: int):
+    """``sum_b x_bi^2 (T_b - S_b S_b' / c_b)`` per feature (num_features, K, K), over slices
+    of the block's entries so that no (nnz, K, K) array is formed."""
+    K = T_centred.shape[-1]
+    nnz = relation.rows.shape[0]
+    size = max(1, min(nnz, (1 << 21) // max(K * K, 1)))
+    pad = -nnz % size
+    rows = jnp.concatenate([relation.rows, jnp.zeros((pad,), jnp.int32)]).reshape(-1, size)
+    cols = jnp.concatenate([relation.cols, jnp.zeros((pad,), jnp.int32)]).reshape(-1, size)
+    x2 = jnp.concatenate([relation.values**2, jnp.zeros((pad,), T_centred.dtype)])
+
+    def accumulate(total, part):
+        r, c, w = part
+        return total.at[c].add(w[:, None, None] * T_centred[r]), None
+
+    init = jnp.zeros((num_features, K, K), T_centred.dtype)
+    total, _ = jax.lax.scan(accumulate, init, (rows, cols, x2.reshape(-1, size)))
+    return total
+
+
 def _relation_sweep(key, e, q, theta, relation, prior_mean, prior_precision, noise_var, K):
     """Draw ``theta_i`` of every feature of one relation block, chunk after chunk, from the
     block-row sums of the module docstring; returns the new ``theta``, ``e`` and ``q``.
-    ``theta``, ``prior_*``: (p, D) for all features, ``D = K`` or ``K + 1`` (with ``w``)."""
+    ``theta``, ``prior_*``: (p, D) for all features, ``D = K`` or ``K + 1`` (with ``w``).
+
+    Per block row the sum of ``h h'`` is ``c hbar hbar' + [[0, 0], [0, x^2 Tc]]`` with
+    ``hbar = x (1, a + S/c)`` and ``Tc = T - S S'/c``: ``Tc`` does not change within the
+    block's sweep, so its part of each feature's precision is summed once per sweep and each
+    entry of a chunk contributes a rank-one term; likewise ``R`` shifts by
+    ``-x (S (hbar . dtheta) + Tc dv)``."""
     p, D = theta.shape
     index, counts = relation.index, relation.counts
-    w = theta[:, 0] if D > K else jnp.zeros((p,), theta.dtype)
+    linear = D > K
+    w = theta[:, 0] if linear else jnp.zeros((p,), theta.dtype)
     lin_b, q_b, sq_b = _relation_parts(relation, w, theta[:, D - K :])
     r = q - q_b[index]
     S, T, E, R = _block_row_sums(relation, r, e)
+    mean_r = S / jnp.maximum(counts, 1.0)[:, None]
+    T_centred = T - S[:, :, None] * mean_r[:, None, :]
+    fixed = _feature_sums(relation, T_centred, p)  # (p, K, K)
+    # what a chunk reads per block row and per feature, packed so that a chunk does one
+    # gather of each (and one scatter for the block-row state): the scan is bound by the
+    # number of operations per chunk, not by their size
+    row_static = jnp.concatenate(
+        [counts[:, None], jnp.sqrt(counts)[:, None], mean_r, T_centred.reshape(-1, K * K)], axis=1
+    )
+    feature_static = jnp.concatenate([prior_mean, prior_precision, fixed.reshape(p, K * K)], 1)
+    feature_pad = jnp.concatenate([jnp.zeros((D,)), jnp.ones((D,)), jnp.zeros((K * K,))]).astype(
+        theta.dtype
+    )
+
+    def with_ones(v):
+        return jnp.concatenate([jnp.ones_like(v[:, :1]), v], axis=1) if linear else v
 
     def chunk_step(carry, inputs):
-        theta, q_b, lin_b, sq_b, E, R = carry
-        chunk, key = inputs
-        rows, x, ids = chunk.rows, chunk.values, chunk.features
+        theta, state = carry  # state per block row: q_b (K), lin_b, sq_b, E, R (K)
+        chunk, noise = inputs
+        rows, x, ids, slot = chunk.rows, chunk.values, chunk.features, chunk.slot
         F = ids.shape[0]
         theta_f = theta.at[ids].get(mode="fill", fill_value=0)
-        theta_e = jnp.take(theta_f, chunk.slot, axis=0, mode="fill", fill_value=0)
+        theta_e = jnp.take(theta_f, slot, axis=0, mode="fill", fill_value=0)
         v_e = theta_e[:, D - K :]
-        c, S_e, T_e, E_e, R_e = counts[rows], S[rows], T[rows], E[rows], R[rows]
-        a = q_b[rows] - v_e * x[:, None]  # q^B without feature i
-        m = c[:, None] * a + S_e
-        outer_as = a[:, :, None] * S_e[:, None, :]
-        gram_vv = c[:, None, None] * a[:, :, None] * a[:, None, :] + outer_as
-        gram_vv = gram_vv + jnp.swapaxes(outer_as, 1, 2) + T_e
-        h_e = a * E_e[:, None] + R_e
-        if D > K:
-            top = jnp.concatenate([c[:, None], m], axis=1)
-            below = jnp.concatenate([m[:, :, None], gram_vv], axis=2)
-            gram_e = jnp.concatenate([top[:, None, :], below], axis=1)
-            h_e = jnp.concatenate([E_e[:, None], h_e], axis=1)
-        else:
-            gram_e = gram_vv
-        gram_e = (x**2)[:, None, None] * gram_e
-        h_e = x[:, None] * h_e + jnp.einsum("pkl,pl->pk", gram_e, theta_e)
-        gram = jax.ops.segment_sum(gram_e, chunk.slot, num_segments=F + 1)[:F]
-        hr = jax.ops.segment_sum(h_e, chunk.slot, num_segments=F + 1)[:F]
+        fixed_row = row_static[rows]
+        c, root_c = fixed_row[:, 0], fixed_row[:, 1]
+        mean_e, T_e = fixed_row[:, 2 : 2 + K], fixed_row[:, 2 + K :].reshape(-1, K, K)
+        now = state[rows]
+        q_e, E_e, R_e = now[:, :K], now[:, K + 2], now[:, K + 3 :]
+        a = q_e - v_e * x[:, None]  # q^B of the block row without feature i
+        hbar = with_ones(a + mean_e)
+        u = (x * root_c)[:, None] * hbar
+        h_e = x[:, None] * with_ones(a * E_e[:, None] + R_e)
+        h_e = h_e.at[:, 0].set(x * E_e) if linear else h_e
+        h_e = h_e + u * jnp.sum(u * theta_e, axis=1, keepdims=True)
+        joint = jnp.concatenate([(u[:, :, None] * u[:, None, :]).reshape(-1, D * D), h_e], 1)
+        sums = jax.ops.segment_sum(joint, slot, num_segments=F + 1)[:F]
+        gram, hr = sums[:, : D * D].reshape(F, D, D), sums[:, D * D :]
+        per_feature = feature_static.at[ids].get(mode="fill", fill_value=0)
+        per_feature = jnp.where((ids < p)[:, None], per_feature, feature_pad)
+        fixed_f = per_feature[:, 2 * D :].reshape(F, K, K)
+        gram = gram.at[:, D - K :, D - K :].add(fixed_f)
+        hr = hr.at[:, D - K :].add(jnp.einsum("fkl,fl->fk", fixed_f, theta_f[:, D - K :]))
         new = _gaussian_draw(
-            gram,
-            hr,
-            prior_mean.at[ids].get(mode="fill", fill_value=0),
-            prior_precision.at[ids].get(mode="fill", fill_value=1),
-            jax.random.normal(key, (F, D), theta.dtype),
-            noise_var,
+            gram, hr, per_feature[:, :D], per_feature[:, D : 2 * D], noise, noise_var
         )
-        delta = jnp.take(new - theta_f, chunk.slot, axis=0, mode="fill", fill_value=0)
+        delta = jnp.take(new - theta_f, slot, axis=0, mode="fill", fill_value=0)
         dv = delta[:, D - K :]
-        dw = delta[:, 0] if D > K else jnp.zeros_like(x)
-        a_dv = jnp.sum(a * dv, axis=1)
-        dE = -x * (c * dw + jnp.sum(dv * m, axis=1))
-        dR = -x[:, None] * (S_e * (dw + a_dv)[:, None] + jnp.einsum("pkl,pl->pk", T_e, dv))
+        dw = delta[:, 0] if linear else jnp.zeros_like(x)
+        shift = jnp.sum(hbar * delta, axis=1)  # dw + dv . (a + S/c)
+        dR = -x[:, None] * (c[:, None] * mean_e * shift[:, None]
+                            + jnp.einsum("pkl,pl->pk", T_e, dv))  # fmt: skip
         d_sq = x**2 * (jnp.sum((v_e + dv) ** 2, axis=1) - jnp.sum(v_e**2, axis=1))
-        carry = (
-            theta.at[ids].set(new, mode="drop"),
-            q_b.at[rows].add(x[:, None] * dv),
-            lin_b.at[rows].add(x * dw),
-            sq_b.at[rows].add(d_sq),
-            E.at[rows].add(dE),
-            R.at[rows].add(dR),
+        change = jnp.concatenate(
+            [x[:, None] * dv, (x * dw)[:, None], d_sq[:, None], (-x * c * shift)[:, None], dR],
+            axis=1,
         )
-        return carry, None
+        return (theta.at[ids].set(new, mode="drop"), state.at[rows].add(change)), None
 
-    carry = (theta, q_b, lin_b, sq_b, E, R)
+    state = jnp.concatenate([q_b, lin_b[:, None], sq_b[:, None], E[:, None], R], axis=1)
+    carry = (theta, state)
     for position, chunks in enumerate(relation.chunks):
-        keys = jax.random.split(jax.random.fold_in(key, position), chunks.rows.shape[0])
-        carry, _ = jax.lax.scan(chunk_step, carry, (chunks, keys))
-    theta, q_new, lin_new, sq_new = carry[:4]
+        C, F = chunks.features.shape
+        noise = jax.random.normal(jax.random.fold_in(key, position), (C, F, D), theta.dtype)
+        carry, _ = jax.lax.scan(chunk_step, carry, (chunks, noise))
+    theta, state = carry
+    q_new, lin_new, sq_new = state[:, :K], state[:, K], state[:, K + 1]
     q_rows = r + q_new[index]
     d_yhat = (lin_new - lin_b)[index] - 0.5 * (sq_new - sq_b)[index]
     d_yhat = d_yhat + 0.5 * (jnp.sum(q_rows**2, axis=1) - jnp.sum(q**2, axis=1))
