@@ -167,9 +167,10 @@ class _BayesianFM:
         if not hasattr(self, "samples_"):
             raise ValueError("call fit(X, y) before predicting")
 
-    def predict_latent(self, X, X_rel=(), chunk: int = 32) -> np.ndarray:
+    def predict_latent(self, X, X_rel=(), chunk: int | None = None) -> np.ndarray:
         """``hat y`` of every kept sample on the rows of ``X`` (and relation blocks
-        ``X_rel``): (n_kept_samples, n)."""
+        ``X_rel``): (n_kept_samples, n). ``chunk`` draws are evaluated at once (default: as
+        many as keep the (draws, nnz, rank) intermediate near 64 MB, at most 32)."""
         self._check_fitted()
         rows, cols, values, shape = self._coo(X, "X")
         relations = self._relations(X_rel, shape[0], "X_rel")
@@ -178,6 +179,9 @@ class _BayesianFM:
         values = jnp.asarray(values, dtype)
         s = self.samples_
         out = []
+        if chunk is None:
+            per_draw = 4 * max(1, len(values)) * max(1, s["V"].shape[-1])
+            chunk = int(min(32, max(1, 2**26 // per_draw)))
         for start in range(0, s["w"].shape[0], chunk):
             part = slice(start, start + chunk)
             out.append(
