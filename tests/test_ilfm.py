@@ -18,7 +18,7 @@ HYPER = ilfm.make_hyper(alpha=(3.0, 3.0), sigma_w=1.0, sigma_s=1.0)
 
 def _statistics(state, data):
     m = state.F.sum(0)
-    logits = ilfm._logits(state.F, state.W, state.bias)
+    logits = ilfm._logits(state.F, state.W, ilfm._offset(state.bias, state.beta, data.X))
     return {
         "K+": jnp.sum(m > 0).astype(float),
         "sum F": jnp.sum(state.F),
@@ -28,15 +28,24 @@ def _statistics(state, data):
         "alpha": state.alpha,
         "mean Y": jnp.sum(data.Y) / jnp.sum(data.mask),
         "<Y, logits>": jnp.sum(data.mask * data.Y * logits),
+        **(
+            {"beta[0, 0]": state.beta[0, 0], "sum beta^2": jnp.sum(state.beta**2)}
+            if state.beta.shape[-1]
+            else {}
+        ),
     }
 
 
-def _geweke(seed=3, weights="hmc", link="logit"):
-    base = ilfm.make_data(np.zeros((R, N, N)))
+def _geweke(seed=3, weights="hmc", link="logit", covariates=False):
+    rng = np.random.default_rng(0)
+    extra = {}
+    if covariates:  # one pair covariate and one entity covariate (sender and receiver terms)
+        extra = dict(covariates=rng.normal(size=(N, N)), entity_covariates=rng.normal(size=N))
+    base = ilfm.make_data(np.zeros((R, N, N)), **extra)
     return geweke_test(
         jax.random.key(seed),
         prior_sample=lambda key: ilfm.prior_sample(
-            key, N, R, HYPER, capacity=CAPACITY, step_size=0.3
+            key, N, R, HYPER, capacity=CAPACITY, step_size=0.3, num_covariates=base.X.shape[0]
         ),
         data_sample=lambda key, state: ilfm.data_sample(key, state, base, link),
         kernel=lambda data: ilfm.gibbs(
@@ -55,10 +64,12 @@ def _geweke(seed=3, weights="hmc", link="logit"):
 
 
 @pytest.mark.parametrize(
-    ("weights", "link"), [("hmc", "logit"), ("random_walk", "logit"), ("hmc", "probit")]
-)
-def test_geweke(weights, link):
-    result = _geweke(weights=weights, link=link)
+    ("weights", "link", "covariates"),
+    [("hmc", "logit", False), ("random_walk", "logit", False), ("hmc", "probit", False),
+     ("hmc", "logit", True)],
+)  # fmt: skip
+def test_geweke(weights, link, covariates):
+    result = _geweke(weights=weights, link=link, covariates=covariates)
     assert result.passed, str(result)
 
 
@@ -101,7 +112,12 @@ def test_link_prediction_on_a_planted_structure_and_capacity_growth():
     post = result.trace["posterior"]
     probs = jax.vmap(jax.vmap(ilfm.link_probabilities))(
         ilfm.ILFMState(
-            post["F"], post["W"], post["bias"], post["alpha"], jnp.zeros(post["alpha"].shape)
+            post["F"],
+            post["W"],
+            post["bias"],
+            post["alpha"],
+            jnp.zeros(post["alpha"].shape),
+            jnp.zeros((*post["bias"].shape, 0)),
         )
     ).mean(axis=(0, 1))
     off = ~np.eye(Y.shape[1], dtype=bool)[None]
@@ -139,6 +155,12 @@ def test_bad_input_is_rejected_naming_the_argument():
         ilfm.gibbs(ilfm.make_data(np.zeros((3, 3))), capacity=0)
     with pytest.raises(ValueError, match="sigma_w"):
         ilfm.make_hyper(sigma_w=-1.0)
+    with pytest.raises(ValueError, match="covariates must be"):
+        ilfm.make_data(np.zeros((3, 3)), covariates=np.zeros((2, 3, 4)))
+    with pytest.raises(ValueError, match="entity_covariates contain NaN"):
+        ilfm.make_data(np.zeros((3, 3)), entity_covariates=np.array([1.0, np.nan, 0.0]))
+    with pytest.raises(ValueError, match="weights='hmc'"):
+        ilfm.gibbs(ilfm.make_data(np.zeros((3, 3)), covariates=np.eye(3)), weights="random_walk")
     # NaN marks an unobserved entry, not an error
     Y = np.zeros((3, 3))
     Y[0, 1] = np.nan

@@ -27,6 +27,9 @@ class Relational(NamedTuple):
     mask: np.ndarray  # (R, N, N) bool
     entities: list[str]
     relations: list[str]
+    #: (N, E) entity attributes where the data set has them (nations: 111 country attributes,
+    #: 0/1 with NaN where unknown; kinship: 14 coded person attributes), else None
+    attributes: np.ndarray | None = None
 
 
 def _load_mat(name: str, file: str, data_home):
@@ -42,14 +45,15 @@ def _strings(array) -> list[str]:
     return [str(np.squeeze(a)) for a in np.ravel(array)]
 
 
-def _assemble(name, tensor, entities, relations) -> Relational:
+def _assemble(name, tensor, entities, relations, attributes=None) -> Relational:
     """(N, N, R) array with NaN for missing -> (R, N, N) targets and mask, diagonal masked."""
     tensor = np.moveaxis(np.asarray(tensor, float), 2, 0)
     mask = np.isfinite(tensor)
     N = tensor.shape[1]
     mask[:, np.arange(N), np.arange(N)] = False
     Y = np.where(mask, np.nan_to_num(tensor), 0.0)
-    return Relational(name, Y, mask, entities, relations)
+    attributes = None if attributes is None else np.asarray(attributes, float)
+    return Relational(name, Y, mask, entities, relations, attributes)
 
 
 def kinship(data_home: str | os.PathLike | None = None) -> Relational:
@@ -58,14 +62,17 @@ def kinship(data_home: str | os.PathLike | None = None) -> Relational:
     mat = _load_mat("kinship", "alyawarradata.mat", data_home)
     Rs = mat["Rs"]
     entities = [f"person{i}" for i in range(Rs.shape[0])]
-    return _assemble("kinship", Rs, entities, [f"term{r}" for r in range(Rs.shape[2])])
+    relations = [f"term{r}" for r in range(Rs.shape[2])]
+    return _assemble("kinship", Rs, entities, relations, mat.get("features"))
 
 
 def nations(data_home: str | os.PathLike | None = None) -> Relational:
     """Dimensionality of Nations: 14 countries x 14 countries x 56 binary relations (435
     missing off-diagonal entries, masked)."""
     mat = _load_mat("nations", "dnations.mat", data_home)
-    return _assemble("nations", mat["R"], _strings(mat["countrynames"]), _strings(mat["relnnames"]))
+    return _assemble(
+        "nations", mat["R"], _strings(mat["countrynames"]), _strings(mat["relnnames"]), mat["A"]
+    )
 
 
 def umls(data_home: str | os.PathLike | None = None) -> Relational:

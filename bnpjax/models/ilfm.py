@@ -5,7 +5,14 @@ entities, ``R`` binary relations :math:`y^r_{ij} \in \{0, 1\}`::
 
     alpha ~ Gamma(a_alpha, rate b_alpha)        F | alpha ~ IBP(alpha)             (N x K+)
     w^r_kl ~ N(0, sigma_w^2)                    s_r ~ N(0, sigma_s^2)
-    y^r_ij ~ Bernoulli(sigmoid(f_i W_r f_j' + s_r))     (or Phi(.): link="probit")
+    y^r_ij ~ Bernoulli(sigmoid(f_i W_r f_j' + s_r + beta_r' x_ij))    (or Phi(.): link="probit")
+    beta_rc ~ N(0, sigma_beta^2)
+
+with optional covariates :math:`x_{ij} \in \mathbb R^C` (Miller et al.'s :math:`\beta^\top
+X_{ij}`, and their entity terms :math:`\beta_p^\top X_i + \beta_c^\top X_j`, which are the
+pair covariates ``X_i`` and ``X_j`` of every pair; :func:`make_data` builds them from
+``covariates`` and ``entity_covariates``). The covariate term is one more fixed offset of the
+logits in steps 1 and 2 below, and its coefficients join the weights and biases in step 3.
 
 ("global": one ``F`` shared by all relations; "single", an independent model per relation, is
 the same kernel ``vmap``-ed over relations, see :func:`gibbs`). Unobserved entries (held out,
@@ -28,7 +35,8 @@ missing, and the diagonal by default) are masked out of the likelihood, never re
    acceptance ratio is the likelihood ratio of the links of ``i``. (With the truncation the
    reverse move from more than ``kappa`` unique features has probability 0; such moves are
    rejected, which keeps detailed balance.)
-3. The weights of active features and the biases: by default jointly by Hamiltonian Monte
+3. The weights of active features, the biases and the covariate coefficients: by default
+   jointly by Hamiltonian Monte
    Carlo (JAX autodiff of the masked log joint; ``num_leapfrog`` steps of size
    ``exp(log_step_size)``), or (``weights="random_walk"``) by the seed's random-walk MH one
    weight at a time (eq. ``r_w``), vectorized over relations. During warmup the step size is
@@ -72,10 +80,12 @@ __all__ = [
 
 
 class ILFMData(NamedTuple):
-    """``Y`` (R, N, N) in {0, 1} (0 where unobserved), ``mask`` (R, N, N) 1.0 where observed."""
+    """``Y`` (R, N, N) in {0, 1} (0 where unobserved), ``mask`` (R, N, N) 1.0 where observed,
+    ``X`` (C, N, N) pair covariates (C = 0 without)."""
 
     Y: jax.Array
     mask: jax.Array
+    X: jax.Array
 
 
 class ILFMHyper(NamedTuple):
@@ -83,6 +93,7 @@ class ILFMHyper(NamedTuple):
     alpha_rate: jax.Array
     sigma_w: jax.Array
     sigma_s: jax.Array
+    sigma_beta: jax.Array
 
 
 class ILFMState(NamedTuple):
@@ -91,6 +102,7 @@ class ILFMState(NamedTuple):
     bias: jax.Array  # (R,)
     alpha: jax.Array
     log_step_size: jax.Array  # HMC step size (adapted during warmup only)
+    beta: jax.Array  # (R, C) covariate coefficients
 
 
 class ILFMInfo(NamedTuple):
@@ -102,25 +114,54 @@ class ILFMInfo(NamedTuple):
     capacity_needed: jax.Array
 
 
-def make_hyper(alpha=(1.0, 1.0), sigma_w: float = 1.0, sigma_s: float = 3.0) -> ILFMHyper:
-    """Gamma(shape, rate) prior of alpha; prior sds of the weights and the biases."""
+def make_hyper(
+    alpha=(1.0, 1.0), sigma_w: float = 1.0, sigma_s: float = 3.0, sigma_beta: float = 1.0
+) -> ILFMHyper:
+    """Gamma(shape, rate) prior of alpha; prior sds of the weights, the biases and the
+    covariate coefficients."""
     shape, rate = alpha
-    for name, value in (
-        ("alpha shape", shape),
-        ("alpha rate", rate),
-        ("sigma_w", sigma_w),
-        ("sigma_s", sigma_s),
-    ):
+    values = (shape, rate, sigma_w, sigma_s, sigma_beta)
+    names = ("alpha shape", "alpha rate", "sigma_w", "sigma_s", "sigma_beta")
+    for name, value in zip(names, values, strict=True):
         if not (np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be positive, got {value}")
     dtype = jnp.result_type(float)
-    return ILFMHyper(*(jnp.asarray(v, dtype) for v in (shape, rate, sigma_w, sigma_s)))
+    return ILFMHyper(*(jnp.asarray(v, dtype) for v in values))
 
 
-def make_data(Y, mask=None, *, observe_diagonal: bool = False) -> ILFMData:
+def _covariates(covariates, entity_covariates, N: int) -> np.ndarray:
+    """Stack pair covariates ``(C, N, N)`` and, for entity covariates ``A`` (N, E), the sender
+    term ``A[i, e]`` and the receiver term ``A[j, e]`` of every pair: (C + 2E, N, N)."""
+    parts = [np.zeros((0, N, N))]
+    if covariates is not None:
+        X = np.asarray(covariates, float)
+        X = X[None] if X.ndim == 2 else X
+        if X.ndim != 3 or X.shape[1:] != (N, N):
+            raise ValueError(f"covariates must be (N, N) or (C, N, N) with N = {N}, got {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise ValueError("covariates contain NaN or infinite values")
+        parts.append(X)
+    if entity_covariates is not None:
+        A = np.asarray(entity_covariates, float)
+        A = A[:, None] if A.ndim == 1 else A
+        if A.ndim != 2 or A.shape[0] != N:
+            raise ValueError(f"entity_covariates must be (N, E) with N = {N}, got {A.shape}")
+        if not np.all(np.isfinite(A)):
+            raise ValueError("entity_covariates contain NaN or infinite values")
+        sender = np.broadcast_to(A.T[:, :, None], (A.shape[1], N, N))
+        receiver = np.broadcast_to(A.T[:, None, :], (A.shape[1], N, N))
+        parts += [sender, receiver]
+    return np.concatenate(parts)
+
+
+def make_data(
+    Y, mask=None, *, observe_diagonal: bool = False, covariates=None, entity_covariates=None
+) -> ILFMData:
     """Validate links ``Y`` ((N, N) or (R, N, N), entries 0/1; NaN = unobserved) and the
     optional ``mask`` (True = observed). The diagonal is unobserved unless
-    ``observe_diagonal``."""
+    ``observe_diagonal``. ``covariates`` ((N, N) or (C, N, N)) and ``entity_covariates``
+    ((N, E): each column enters as a sender and a receiver covariate) add the term
+    ``beta_r' x_ij`` to the logits (module docstring)."""
     Y = np.asarray(Y, float)
     if Y.ndim == 2:
         Y = Y[None]
@@ -143,9 +184,11 @@ def make_data(Y, mask=None, *, observe_diagonal: bool = False) -> ILFMData:
     if not observed.any():
         raise ValueError("mask leaves no observed entry")
     dtype = jnp.result_type(float)
+    X = _covariates(covariates, entity_covariates, Y.shape[1])
     return ILFMData(
         jnp.asarray(np.where(observed, np.nan_to_num(Y), 0.0), dtype),
         jnp.asarray(observed, dtype),
+        jnp.asarray(X, dtype),
     )
 
 
@@ -153,8 +196,17 @@ def make_data(Y, mask=None, *, observe_diagonal: bool = False) -> ILFMData:
 # likelihood
 
 
-def _logits(F, W, bias):
-    return jnp.einsum("ik,rkl,jl->rij", F, W, F) + bias[:, None, None]
+def _offset(bias, beta, X):
+    """The logits' terms other than the features: ``s_r + beta_r' x_ij`` ((R, 1, 1) without
+    covariates, else (R, N, N))."""
+    offset = bias[:, None, None]
+    if X.shape[0]:
+        offset = offset + jnp.einsum("rc,cij->rij", beta, X)
+    return offset
+
+
+def _logits(F, W, offset):
+    return jnp.einsum("ik,rkl,jl->rij", F, W, F) + offset
 
 
 LINKS = ("logit", "probit")
@@ -167,9 +219,19 @@ def _bernoulli(y, eta, mask, link="logit"):
     return mask * (y * eta - jax.nn.softplus(eta))
 
 
-def link_probabilities(state: ILFMState, link: str = "logit") -> jax.Array:
-    """``P(y^r_ij = 1 | state)`` (R, N, N)."""
-    eta = _logits(state.F, state.W, state.bias)
+def _no_covariates(state: ILFMState, data: ILFMData | None):
+    if data is None:
+        if state.beta.shape[-1]:
+            raise ValueError("a model with covariates needs the data (with X) to predict")
+        return jnp.zeros((0, state.F.shape[-2], state.F.shape[-2]), state.F.dtype)
+    return data.X
+
+
+def link_probabilities(
+    state: ILFMState, link: str = "logit", data: ILFMData | None = None
+) -> jax.Array:
+    """``P(y^r_ij = 1 | state)`` (R, N, N); ``data`` supplies the covariates, if any."""
+    eta = _logits(state.F, state.W, _offset(state.bias, state.beta, _no_covariates(state, data)))
     return ndtr(eta) if link == "probit" else jax.nn.sigmoid(eta)
 
 
@@ -177,13 +239,19 @@ def log_joint(data: ILFMData, hyper: ILFMHyper, state: ILFMState, link: str = "l
     """``log p(Y_obs, F, W_active, bias, alpha)``."""
     active = state.F.sum(0) > 0
     pair = (active[:, None] & active[None, :]).astype(state.W.dtype)
-    log_lik = jnp.sum(_bernoulli(data.Y, _logits(state.F, state.W, state.bias), data.mask, link))
-    sw2, ss2 = hyper.sigma_w**2, hyper.sigma_s**2
+    offset = _offset(state.bias, state.beta, data.X)
+    log_lik = jnp.sum(_bernoulli(data.Y, _logits(state.F, state.W, offset), data.mask, link))
+    sw2, ss2, sb2 = hyper.sigma_w**2, hyper.sigma_s**2, hyper.sigma_beta**2
     R = state.W.shape[0]
     log_w = -0.5 * jnp.sum(pair * state.W**2) / sw2 - 0.5 * R * jnp.sum(pair) * jnp.log(
         2 * math.pi * sw2
     )
     log_s = -0.5 * jnp.sum(state.bias**2) / ss2 - 0.5 * R * jnp.log(2 * math.pi * ss2)
+    log_s = (
+        log_s
+        - 0.5 * jnp.sum(state.beta**2) / sb2
+        - 0.5 * state.beta.size * jnp.log(2 * math.pi * sb2)
+    )
     a, b = hyper.alpha_shape, hyper.alpha_rate
     log_alpha = a * jnp.log(b) - jax.scipy.special.gammaln(a) + (a - 1) * jnp.log(state.alpha)
     return (
@@ -195,29 +263,31 @@ def log_joint(data: ILFMData, hyper: ILFMHyper, state: ILFMState, link: str = "l
 # step 1 and 2: entities in turn
 
 
-def _entity_terms(f, row, col, i, data, W, bias, link):
+def _entity_terms(f, row, col, i, data, W, diag_offset, link):
     """Log-likelihood of the links of entity ``i`` given its features ``f`` and the row/column
     logits without the diagonal. ``row``/``col``: (R, N)."""
     off = jnp.arange(row.shape[1]) != i
     y_row, m_row = data.Y[:, i, :], data.mask[:, i, :] * off
     y_col, m_col = data.Y[:, :, i], data.mask[:, :, i] * off
-    diag = jnp.einsum("k,rkl,l->r", f, W, f) + bias
+    diag = jnp.einsum("k,rkl,l->r", f, W, f) + diag_offset
     total = jnp.sum(_bernoulli(y_row, row, m_row, link))
     total = total + jnp.sum(_bernoulli(y_col, col, m_col, link))
     return total + jnp.sum(_bernoulli(data.Y[:, i, i], diag, data.mask[:, i, i], link))
 
 
-def _entity(carry, xs, *, data, bias, alpha, sigma_w, kappa, link):
+def _entity(carry, xs, *, data, offset, alpha, sigma_w, kappa, link):
     F, W, m, exceeded, needed, accepted = carry
     i, uniforms, key = xs
     N = F.shape[0]
+    offset = jnp.broadcast_to(offset, (W.shape[0], N, N))
+    row_offset, col_offset, bias = offset[:, i, :], offset[:, :, i], offset[:, i, i]
     f = F[i]
     F_minus = F.at[i].set(0.0)
     m_minus = m - f
     P = jnp.einsum("rkl,jl->rkj", W, F_minus)  # (R, C, N): row logits are f P + s
     Q = jnp.einsum("jk,rkl->rjl", F_minus, W)  # (R, N, C): column logits are Q f + s
-    row = jnp.einsum("k,rkj->rj", f, P) + bias[:, None]
-    col = jnp.einsum("rjl,l->rj", Q, f) + bias[:, None]
+    row = jnp.einsum("k,rkj->rj", f, P) + row_offset
+    col = jnp.einsum("rjl,l->rj", Q, f) + col_offset
     held = m_minus > 0.5
     order = jnp.argsort(~held)  # held slots first, in slot order
 
@@ -261,8 +331,8 @@ def _entity(carry, xs, *, data, bias, alpha, sigma_w, kappa, link):
     W_prop = jnp.where(pair_prop[None], W_prop, 0.0)
     P_prop = jnp.einsum("rkl,jl->rkj", W_prop, F_minus)
     Q_prop = jnp.einsum("jk,rkl->rjl", F_minus, W_prop)
-    row_prop = jnp.einsum("k,rkj->rj", f_prop, P_prop) + bias[:, None]
-    col_prop = jnp.einsum("rjl,l->rj", Q_prop, f_prop) + bias[:, None]
+    row_prop = jnp.einsum("k,rkj->rj", f_prop, P_prop) + row_offset
+    col_prop = jnp.einsum("rjl,l->rj", Q_prop, f_prop) + col_offset
     proposed = _entity_terms(f_prop, row_prop, col_prop, i, data, W_prop, bias, link)
     log_ratio = proposed - current
     possible = (k_unique <= kappa) & (short == 0)
@@ -288,14 +358,16 @@ def _entity(carry, xs, *, data, bias, alpha, sigma_w, kappa, link):
 # step 3: HMC on the active weights and the biases
 
 
-def _hmc(key, data, hyper, F, W, bias, log_step_size, num_leapfrog, link):
+def _hmc(key, data, hyper, F, W, bias, beta, log_step_size, num_leapfrog, link):
     active = F.sum(0) > 0
     pair = (active[:, None] & active[None, :]).astype(W.dtype)
 
     def potential(position):
-        W_, s_ = position
-        log_lik = jnp.sum(_bernoulli(data.Y, _logits(F, W_ * pair, s_), data.mask, link))
+        W_, s_, b_ = position
+        logits = _logits(F, W_ * pair, _offset(s_, b_, data.X))
+        log_lik = jnp.sum(_bernoulli(data.Y, logits, data.mask, link))
         prior = jnp.sum(pair * W_**2) / hyper.sigma_w**2 + jnp.sum(s_**2) / hyper.sigma_s**2
+        prior = prior + jnp.sum(b_**2) / hyper.sigma_beta**2
         return -log_lik + 0.5 * prior
 
     grad = jax.grad(potential)
@@ -304,11 +376,12 @@ def _hmc(key, data, hyper, F, W, bias, log_step_size, num_leapfrog, link):
     momentum = (
         jax.random.normal(kp1, W.shape, W.dtype) * pair,
         jax.random.normal(kp2, bias.shape, W.dtype),
+        jax.random.normal(jax.random.fold_in(kp2, 1), beta.shape, W.dtype),
     )
     eps = jnp.exp(log_step_size)
 
     def kinetic(p):
-        return 0.5 * (jnp.sum(p[0] ** 2) + jnp.sum(p[1] ** 2))
+        return 0.5 * sum(jnp.sum(leaf**2) for leaf in p)
 
     def leapfrog(_, c):
         q, p = c
@@ -317,9 +390,9 @@ def _hmc(key, data, hyper, F, W, bias, log_step_size, num_leapfrog, link):
         q = jax.tree.map(lambda a, b: a + eps * b, q, p)
         g = grad(q)
         p = jax.tree.map(lambda a, b: a - 0.5 * eps * b, p, g)
-        return q, (p[0] * pair, p[1])
+        return q, (p[0] * pair, p[1], p[2])
 
-    q0 = (W, bias)
+    q0 = (W, bias, beta)
     q1, p1 = jax.lax.fori_loop(0, num_leapfrog, leapfrog, (q0, momentum))
     log_ratio = potential(q0) + kinetic(momentum) - potential(q1) - kinetic(p1)
     log_ratio = jnp.where(jnp.isfinite(log_ratio), log_ratio, -jnp.inf)
@@ -327,7 +400,8 @@ def _hmc(key, data, hyper, F, W, bias, log_step_size, num_leapfrog, link):
     take = jax.random.uniform(key_u, (), W.dtype) < accept_prob
     W_new = jnp.where(take, q1[0] * pair, W)
     bias_new = jnp.where(take, q1[1], bias)
-    return W_new, bias_new, accept_prob
+    beta_new = jnp.where(take, q1[2], beta)
+    return W_new, bias_new, beta_new, accept_prob
 
 
 def _random_walk(key, data, hyper, F, W, bias, log_step_size, link):
@@ -340,7 +414,7 @@ def _random_walk(key, data, hyper, F, W, bias, log_step_size, link):
     active = F.sum(0) > 0
     C = F.shape[1]
     eta = jnp.exp(log_step_size)
-    logits = _logits(F, W, bias)
+    logits = _logits(F, W, bias[:, None, None])  # no covariates with this move (see gibbs)
     # active pairs first, so that the loop runs over K+^2 slots only
     pair_active = (active[:, None] & active[None, :]).ravel()
     order = jnp.argsort(~pair_active)
@@ -405,7 +479,7 @@ def _step(data, hyper, key, state, *, kappa, num_leapfrog, adapt, weights="hmc",
             carry,
             xs,
             data=data,
-            bias=state.bias,
+            offset=_offset(state.bias, state.beta, data.X),
             alpha=state.alpha,
             sigma_w=hyper.sigma_w,
             kappa=kappa,
@@ -416,21 +490,23 @@ def _step(data, hyper, key, state, *, kappa, num_leapfrog, adapt, weights="hmc",
         entity, init, (jnp.arange(N), uniforms, keys)
     )
     if weights == "hmc":
-        W, bias, accept_prob = _hmc(
-            key_hmc, data, hyper, F, W, state.bias, state.log_step_size, num_leapfrog, link
-        )
+        W, bias, beta, accept_prob = _hmc(
+            key_hmc, data, hyper, F, W, state.bias, state.beta, state.log_step_size,
+            num_leapfrog, link,
+        )  # fmt: skip
         target_accept = 0.8
     else:
         W, bias, accept_prob = _random_walk(
             key_hmc, data, hyper, F, W, state.bias, state.log_step_size, link
         )
+        beta = state.beta
         target_accept = 0.44
     log_step = state.log_step_size
     if adapt:  # warmup only: Robbins-Monro on log(step size) towards the target acceptance
         log_step = log_step + 0.1 * (accept_prob - target_accept)
     k_plus = jnp.sum(F.sum(0) > 0)
     alpha = ibp.sample_alpha(key_alpha, k_plus, N, hyper.alpha_shape, hyper.alpha_rate)
-    new = ILFMState(F, W, bias, alpha.astype(F.dtype), log_step)
+    new = ILFMState(F, W, bias, alpha.astype(F.dtype), log_step, beta)
     info = ILFMInfo(
         lp=log_joint(data, hyper, new, link),
         num_features=k_plus.astype(jnp.int32),
@@ -450,8 +526,10 @@ def prior_sample(
     *,
     capacity: int,
     step_size: float = 0.05,
+    num_covariates: int = 0,
 ) -> ILFMState:
-    """Parameters from the prior (alpha, F by the buffet process, W on the active block, bias)."""
+    """Parameters from the prior (alpha, F by the buffet process, W on the active block, bias,
+    ``num_covariates`` coefficients per relation)."""
     key_a, key_f, key_w, key_s = jax.random.split(key, 4)
     dtype = jnp.result_type(float)
     alpha = jax.random.gamma(key_a, hyper.alpha_shape, dtype=dtype) / hyper.alpha_rate
@@ -460,12 +538,15 @@ def prior_sample(
     W = hyper.sigma_w * jax.random.normal(key_w, (num_relations, capacity, capacity), dtype)
     bias = hyper.sigma_s * jax.random.normal(key_s, (num_relations,), dtype)
     log_step = jnp.asarray(math.log(step_size), dtype)
-    return ILFMState(draw.Z.astype(dtype), W * pair[None], bias, alpha, log_step)
+    beta = hyper.sigma_beta * jax.random.normal(
+        jax.random.fold_in(key_s, 1), (num_relations, num_covariates), dtype
+    )
+    return ILFMState(draw.Z.astype(dtype), W * pair[None], bias, alpha, log_step, beta)
 
 
 def data_sample(key, state: ILFMState, data: ILFMData, link: str = "logit") -> ILFMData:
     """Fresh links on the observed entries of ``data`` (unobserved ones stay 0)."""
-    p = link_probabilities(state, link)
+    p = link_probabilities(state, link, data)
     Y = (jax.random.uniform(key, p.shape, p.dtype) < p).astype(p.dtype) * data.mask
     return data._replace(Y=Y)
 
@@ -481,9 +562,9 @@ def _init(data, hyper, key, *, capacity, num_init_features, step_size, alpha):
     W = 0.1 * hyper.sigma_w * jax.random.normal(key_w, (R, capacity, capacity), dtype) * pair
     rate = jnp.sum(data.Y) / jnp.maximum(jnp.sum(data.mask), 1.0)
     bias = jnp.full((R,), jnp.log(rate) - jnp.log1p(-rate), dtype)
-    return ILFMState(
-        F.astype(dtype), W, bias, jnp.asarray(alpha, dtype), jnp.asarray(math.log(step_size), dtype)
-    )
+    beta = jnp.zeros((R, data.X.shape[0]), dtype)
+    log_step = jnp.asarray(math.log(step_size), dtype)
+    return ILFMState(F.astype(dtype), W, bias, jnp.asarray(alpha, dtype), log_step, beta)
 
 
 def _grow_state(state: ILFMState, capacity: int) -> ILFMState:
@@ -493,6 +574,7 @@ def _grow_state(state: ILFMState, capacity: int) -> ILFMState:
 
 
 def _trace(data, hyper, state, info):
+    covariates = {"beta": state.beta} if data.X.shape[0] else {}
     return {
         "posterior": {
             "num_features": info.num_features,
@@ -500,6 +582,7 @@ def _trace(data, hyper, state, info):
             "bias": state.bias,
             "F": state.F,
             "W": state.W,
+            **covariates,
         },
         "sample_stats": {
             "lp": info.lp,
@@ -512,7 +595,10 @@ def _trace(data, hyper, state, info):
 
 def _per_relation(data: ILFMData) -> ILFMData:
     """(R, N, N) -> R one-relation data sets (R, 1, N, N), for the "single" model."""
-    return ILFMData(data.Y[:, None], data.mask[:, None])
+    R = data.Y.shape[0]
+    return ILFMData(
+        data.Y[:, None], data.mask[:, None], jnp.broadcast_to(data.X, (R, *data.X.shape))
+    )
 
 
 def _single_init(data, hyper, key, **settings):
@@ -534,6 +620,7 @@ def _single_step(data, hyper, key, state, **settings):
 
 
 def _single_trace(data, hyper, state, info):
+    covariates = {"beta": state.beta[:, 0]} if data.X.shape[0] else {}
     return {
         "posterior": {
             "num_features": info.num_features,
@@ -541,6 +628,7 @@ def _single_trace(data, hyper, state, info):
             "bias": state.bias[:, 0],
             "F": state.F,
             "W": state.W[:, 0],
+            **covariates,
         },
         "sample_stats": {
             "lp": info.lp,
@@ -557,9 +645,14 @@ def _single_grow(state: ILFMState, capacity: int) -> ILFMState:
     )
 
 
-def single_link_probabilities(state: ILFMState, link: str = "logit") -> jax.Array:
-    """``P(y^r_ij = 1)`` (R, N, N) of the "single" model's state (one model per relation)."""
-    return jax.vmap(lambda s: link_probabilities(s, link))(state)[:, 0]
+def single_link_probabilities(
+    state: ILFMState, link: str = "logit", data: ILFMData | None = None
+) -> jax.Array:
+    """``P(y^r_ij = 1)`` (R, N, N) of the "single" model's state (one model per relation);
+    ``data`` supplies the covariates, if any."""
+    if data is None:
+        return jax.vmap(lambda s: link_probabilities(s, link))(state)[:, 0]
+    return jax.vmap(lambda s, d: link_probabilities(s, link, d))(state, _per_relation(data))[:, 0]
 
 
 def gibbs(
@@ -592,6 +685,8 @@ def gibbs(
         raise ValueError(f"weights must be 'hmc' or 'random_walk', got {weights!r}")
     if not isinstance(data, ILFMData):
         raise ValueError("data must come from bnpjax.models.ilfm.make_data")
+    if weights == "random_walk" and data.X.shape[0]:
+        raise ValueError("covariates need weights='hmc' (the random walk moves no coefficients)")
     for name, value in (("capacity", capacity), ("kappa", kappa), ("num_leapfrog", num_leapfrog)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -618,10 +713,11 @@ def gibbs(
     )
     single = mode == "single"
     init_fn, step_fn = (_single_init, _single_step) if single else (_init, _step)
-    dims = {"bias": ["relation"], "F": ["entity", "feature"],
+    dims = {"bias": ["relation"], "F": ["entity", "feature"], "beta": ["relation", "covariate"],
             "W": ["relation", "feature", "feature2"]}  # fmt: skip
     if single:
         dims = {"num_features": ["relation"], "alpha": ["relation"], "bias": ["relation"],
+                "beta": ["relation", "covariate"],
                 "F": ["relation", "entity", "feature"],
                 "W": ["relation", "feature", "feature2"]}  # fmt: skip
     return SamplingAlgorithm(
