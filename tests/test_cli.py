@@ -187,3 +187,25 @@ def test_demo_and_fit_fm(tmp_path, capsys):
     (tmp_path / "bad.csv").write_text("user,item,rating\n1.5,2,3\n")
     assert main(["fit", "fm", "--train", str(tmp_path / "bad.csv"), *argv]) == 2
     assert "non-negative integers" in capsys.readouterr().err
+
+
+def test_demo_and_fit_ilfm(tmp_path, capsys):
+    import arviz as az
+
+    argv = ["--num-samples", "20", "--num-warmup", "20", "--num-chains", "1", "--no-progress"]
+    assert main(["demo", "ilfm", "--out-dir", str(tmp_path), *argv]) == 0
+    assert "held-out AUC" in capsys.readouterr().out
+    assert (tmp_path / "bnpjax_demo_ilfm_links.png").stat().st_size > 0
+    # two relations among 12 entities, as 'source target relation' rows
+    rng = np.random.default_rng(0)
+    edges = np.stack([rng.integers(0, 12, 40), rng.integers(0, 12, 40), rng.integers(0, 2, 40)])
+    edges = edges[:, edges[0] != edges[1]]
+    (tmp_path / "edges.tsv").write_text("\n".join("\t".join(map(str, e)) for e in edges.T))
+    out = tmp_path / "ilfm.nc"
+    rc = main(["fit", "ilfm", "--data", str(tmp_path / "edges.tsv"), "--out", str(out), *argv])
+    assert rc == 0
+    assert "12 entities, 2 relations" in capsys.readouterr().out
+    assert az.from_netcdf(str(out)).posterior["F"].shape[:3] == (1, 20, 12)
+    (tmp_path / "bad.tsv").write_text("0\t1\n2\t-1\n")
+    assert main(["fit", "ilfm", "--data", str(tmp_path / "bad.tsv"), *argv]) == 2
+    assert "non-negative integer ids" in capsys.readouterr().err
