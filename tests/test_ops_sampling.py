@@ -295,3 +295,21 @@ def test_categorical_huge_log_weights_float32():
             assert chisquare_pvalue(draws, probs) > ALPHA
     all_masked = np.full(4, -np.inf)
     assert int(sample_categorical(jax.random.key(0), all_masked)) == 0
+
+
+@pytest.mark.parametrize(
+    ("lower", "upper"), [(-1.0, 2.0), (6.0, np.inf), (8.0, 9.0), (-np.inf, -30.0)]
+)
+def test_truncated_normal_is_exact_in_the_tails_in_float32(lower, upper):
+    """jax.random.truncated_normal returns 3.4e38 for [6, inf) in float32; this one must match
+    SciPy's truncated normal (Kolmogorov-Smirnov) wherever the interval lies."""
+    from scipy.stats import kstest, truncnorm
+
+    from bnpjax.ops import sample_truncated_normal
+
+    z = sample_truncated_normal(
+        jax.random.key(0), np.float32(lower), np.float32(upper), (20_000,), jnp.float32
+    )
+    z = np.asarray(z, np.float64)
+    assert z.dtype == np.float64 and np.all((z >= lower) & (z <= upper))
+    assert kstest(z, truncnorm(lower, upper).cdf).pvalue > 1e-3

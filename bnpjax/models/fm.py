@@ -113,7 +113,7 @@ from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import log_ndtr
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
-from bnpjax.ops import sample_inverse_gamma
+from bnpjax.ops import sample_inverse_gamma, sample_truncated_normal
 
 __all__ = [
     "FMBlock",
@@ -865,7 +865,8 @@ def _params_from(cutpoints):
 
 def _sample_latent(key, y, yhat, cutpoints, likelihood):
     lower, upper = _bounds(y, cutpoints, likelihood)
-    z = yhat + jax.random.truncated_normal(key, lower - yhat, upper - yhat, yhat.shape, yhat.dtype)
+    # jax.random.truncated_normal returns the largest float beyond ~6 sd in float32
+    z = yhat + sample_truncated_normal(key, lower - yhat, upper - yhat, yhat.shape, yhat.dtype)
     return jnp.clip(z, lower, upper)
 
 

@@ -9,6 +9,7 @@ of their inputs (float32 or float64); densities are computed in log space.
 * :mod:`~bnpjax.ops.poisson`: truncated Poisson log pmf and exact sampler.
 * :mod:`~bnpjax.ops.inverse_gamma`: inverse-Gamma sampler (conjugate variance updates).
 * :mod:`~bnpjax.ops.inverse_gaussian`: inverse Gaussian log pdf and sampler.
+* :mod:`~bnpjax.ops.truncated_normal`: truncated standard normal, exact deep in the tails.
 * :mod:`~bnpjax.ops.categorical`: Gumbel-max categorical sampling, log normalization.
 * :mod:`~bnpjax.ops.rank_one`: Sherman-Morrison updates of inverses and log-determinants.
 * :mod:`~bnpjax.ops.segment`: sparse COO matrices and segment reductions.
@@ -40,6 +41,7 @@ from bnpjax.ops.segment import (
     to_dense,
     transpose,
 )
+from bnpjax.ops.truncated_normal import sample_truncated_normal
 
 __all__ = [
     "SparseCOO",
@@ -61,6 +63,7 @@ __all__ = [
     "sample_categorical",
     "sample_inverse_gamma",
     "sample_inverse_gaussian",
+    "sample_truncated_normal",
     "sample_truncated_poisson",
     "segment_logsumexp",
     "segment_sum",
