@@ -103,7 +103,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import gammaln
 
-from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
 from bnpjax.ops import sample_categorical, segment_sum
 
 __all__ = [
@@ -291,7 +291,8 @@ def make_network(
     the subsampling test ``hash_uniform(key, seed) < keep``. Self-loops are excluded from the
     model and refused. ``zeros`` says how the full-batch methods see the observed zeros: "list"
     (every zero pair listed: exact CVB0 and collapsed Gibbs), "dense" (an ``N x N`` mask: CVB0
-    by matrix products, the default up to ``N = 20000``) or "none" (stochastic CVB0 only). ``pad_to`` pads the pair lists to a multiple (weight 0)."""
+    by matrix products, the default up to ``N = 20000``) or "none" (stochastic CVB0 only).
+    ``pad_to`` pads the pair lists to a multiple (weight 0)."""
     if isinstance(n_nodes, bool) or not isinstance(n_nodes, int | np.integer) or n_nodes < 2:
         raise ValueError(f"n_nodes must be an integer >= 2, got {n_nodes!r}")
     if n_nodes > 46_340:
@@ -369,7 +370,7 @@ def make_network(
         zdst=jnp.asarray(pad(zdst, 1), jnp.int32),
         zw=jnp.asarray(pad(zw), dtype),
         adj_ptr=jnp.asarray(adj_ptr, jnp.int32),
-        adj=jnp.asarray(adj, jnp.int32),
+        adj=jnp.asarray(np.concatenate([pad(adj), pad(adj)]), jnp.int32),
         special=jnp.asarray(special, jnp.int32),
         keep=jnp.asarray(keep, dtype),
         seed=jnp.asarray(seed, jnp.uint32),
@@ -703,10 +704,16 @@ def _pair_chunks(arrays, chunk):
     return out, P
 
 
-def _gamma_pass(pairs, old_gamma, stats, hyper, likelihood, chunk, zero):
+def _gamma_pass(pairs, old_gamma, stats, hyper, likelihood, chunk, zero, ymax=None):
     """New gamma for every pair of ``pairs = (src, dst, y, w)`` from ``stats`` (synchronous
-    CVB0); returns (new gamma or None, new statistics, log predictive sum)."""
+    CVB0); returns (new gamma or None, new statistics, log predictive sum). With ``ymax``
+    (static, the largest count) the predictive under the inclusive counts is tabulated once
+    per count value (``(ymax + 1) x K^2`` Gamma functions instead of ``pairs x K^2``)."""
     n_node, n_y, n_phi, hr, hp = stats
+    table = None
+    if ymax is not None and not zero:
+        values = jnp.arange(ymax + 1, dtype=n_y.dtype)[:, None, None]
+        table = _log_pred(values, n_y, n_phi, hr, hp, likelihood)
     _N, K = n_node.shape
     store = old_gamma is not None
     arrays = list(pairs) + ([old_gamma] if store else [])
@@ -721,6 +728,8 @@ def _gamma_pass(pairs, old_gamma, stats, hyper, likelihood, chunk, zero):
         # training log predictive of the current model (inclusive counts)
         if zero:
             lpred = jnp.broadcast_to(base0, (i.shape[0], K, K))
+        elif table is not None:
+            lpred = table[y.astype(jnp.int32)]
         else:
             lpred = _log_pred(y[:, None, None], n_y, n_phi, hr, hp, likelihood)
         joint = log_theta[i][:, :, None] + log_theta[j][:, None, :] + lpred
@@ -781,13 +790,13 @@ def _bg_update(n_y, n_phi, p_old, hyper):
     return er, a / (a + b)
 
 
-def _cvb0_step(data, hyper, key, state, *, likelihood, chunk, store):
+def _cvb0_step(data, hyper, key, state, *, likelihood, chunk, store, ymax=None):
     del key
     stats = (state.n_node, state.n_y, state.n_phi, state.r, state.p)
     explicit = (data.src, data.dst, data.y, data.w)
     zpairs = (data.zsrc, data.zdst, jnp.zeros_like(data.zw), data.zw)
     g1, s1, ll1 = _gamma_pass(
-        explicit, state.gamma if store else None, stats, hyper, likelihood, chunk, False
+        explicit, state.gamma if store else None, stats, hyper, likelihood, chunk, False, ymax
     )
     g2, s2, ll2 = _gamma_pass(
         zpairs, state.zgamma if store else None, stats, hyper, likelihood, chunk, True
@@ -809,7 +818,7 @@ def _cvb0_step(data, hyper, key, state, *, likelihood, chunk, store):
     return new, CVB0Info(total / count, total)
 
 
-def _cvb0_init(data, hyper, key, *, likelihood, chunk, store):
+def _cvb0_init(data, hyper, key, *, likelihood, chunk, store, ymax=None):
     """Initial gamma ``theta_i ⊗ theta_j`` for per-node ``theta ~ Dir(1)`` (node-specific
     starting memberships break the label symmetry much faster than per-pair noise), and its
     statistics."""
@@ -879,7 +888,11 @@ def cvb0(
     _check_common(data, hyper, likelihood)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
-    static = dict(likelihood=likelihood, chunk=int(chunk), store=bool(store_gamma))
+    y_host = concrete_or_none(data.y)  # None while traced (Geweke): no table then
+    ymax = None
+    if y_host is not None and y_host.size and float(y_host.max()) <= 4096:
+        ymax = int(y_host.max())
+    static = dict(likelihood=likelihood, chunk=int(chunk), store=bool(store_gamma), ymax=ymax)
     return SamplingAlgorithm(
         init=bind(_cvb0_init, data, hyper, **static),
         step=bind(_cvb0_step, data, hyper, **static),
