@@ -52,7 +52,7 @@ def split(net, rep: int):
     L = net.src.shape[0]
     N = net.n_nodes
     order = rng.permutation(L)
-    n_test = int(round(0.2 * L))
+    n_test = round(0.2 * L)
     test_links, rest = order[:n_test], order[n_test:]
     link_keys = set(wmmsb.pair_keys(net.src, net.dst, N, net.directed).tolist())
     zeros = []
@@ -76,7 +76,7 @@ def split(net, rep: int):
 
 
 def training_data(net, rep, prop, test_src, test_dst, rest, likelihood):
-    n_train = max(1, int(round(prop * rest.shape[0])))
+    n_train = max(1, round(prop * rest.shape[0]))
     train, unused = rest[:n_train], rest[n_train:]
     unobserved = np.stack(
         [
@@ -103,9 +103,11 @@ def training_data(net, rep, prop, test_src, test_dst, rest, likelihood):
     )
 
 
-def fit(data, hyper, likelihood, args, key, valid):
+def fit(data, hyper, likelihood, args, key, valid, max_count):
     if args.method == "cvb0":
-        algorithm = wmmsb.cvb0(data, hyper, likelihood=likelihood, store_gamma=args.exclude_self)
+        algorithm = wmmsb.cvb0(
+            data, hyper, likelihood=likelihood, store_gamma=args.exclude_self, max_count=max_count
+        )
         num = args.iters
     else:
         algorithm = wmmsb.scvb0(
@@ -165,7 +167,9 @@ def main(argv=None):
                     data = training_data(net, rep, prop, test_src, test_dst, rest, likelihood)
                     key = jax.random.key(1000 * rep + int(prop * 100))
                     t0 = time.perf_counter()
-                    state, curve, timings = fit(data, hyper, likelihood, args, key, valid)
+                    state, curve, timings = fit(
+                        data, hyper, likelihood, args, key, valid, int(net.weight.max())
+                    )
                     wall = time.perf_counter() - t0 - timings.get("compile_s", 0.0)
                     score = wmmsb.link_probability(
                         test_src,

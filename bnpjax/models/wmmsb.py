@@ -877,6 +877,7 @@ def cvb0(
     likelihood: str = "nb",
     store_gamma: bool = True,
     chunk: int = 4096,
+    max_count: int | None = None,
 ) -> SamplingAlgorithm:
     """Synchronous collapsed variational Bayes (CVB0) as a driver step (module docstring).
 
@@ -884,14 +885,20 @@ def cvb0(
     statistics (seed 003, zero-order form of ``eq1``; ``bg``: the Beta-Gamma updates after
     the pass). ``info.loglik`` is the mean training log predictive per observed pair under the
     statistics the step started from. ``store_gamma`` keeps ``gamma`` for the exact "-ij"
-    counts (memory ``pairs x K^2``)."""
+    counts (memory ``pairs x K^2``). ``max_count`` sizes the table of the link predictive
+    per count value (default: the largest count rounded up to a power of 2; pass the same value
+    for fits on subsets of one network to share one compilation)."""
     _check_common(data, hyper, likelihood)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
     y_host = concrete_or_none(data.y)  # None while traced (Geweke): no table then
     ymax = None
-    if y_host is not None and y_host.size and float(y_host.max()) <= 4096:
-        ymax = int(y_host.max())
+    if y_host is not None and y_host.size:
+        top = float(y_host.max())
+        if max_count is not None and max_count >= top:
+            ymax = int(max_count)
+        elif top <= 65536:
+            ymax = 2 ** int(np.ceil(np.log2(max(top, 1.0))))  # rounded up: fewer recompiles
     static = dict(likelihood=likelihood, chunk=int(chunk), store=bool(store_gamma), ymax=ymax)
     return SamplingAlgorithm(
         init=bind(_cvb0_init, data, hyper, **static),
