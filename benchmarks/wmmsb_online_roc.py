@@ -119,6 +119,7 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
             draws=args.draws,
             tau=args.tau,
             kappa=args.kappa,
+            kappa_node=args.kappa_node,
         )
         num = args.steps
     result = run(algorithm, key, num, progress_bar=False, chunk_size=num)
@@ -141,6 +142,9 @@ def main(argv=None):
     parser.add_argument("--draws", type=int, default=256)
     parser.add_argument("--tau", type=float, default=1024.0)
     parser.add_argument("--kappa", type=float, default=0.5)
+    parser.add_argument(
+        "--kappa-node", type=float, default=0.0, help="node rows: rho = (1 + visits)^-kappa"
+    )
     parser.add_argument(
         "--exclude-self",
         action=argparse.BooleanOptionalAction,

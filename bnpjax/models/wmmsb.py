@@ -57,7 +57,14 @@ fixed-size chunks of pairs (``lax.scan``; memory ``chunk x K^2``). With ``store_
 the previous :math:`\gamma_{ij}` is kept and subtracted (the exact "-ij" counts; memory
 ``pairs x K^2``); with ``store_gamma=False`` the counts include the pair itself (an
 :math:`O(1/\text{pairs per node})` difference, memory independent of the number of pairs, the
-form stochastic CVB0 uses).
+form stochastic CVB0 uses). The observed zeros (most pairs) are either listed like the links
+(``zeros="list"``: the exact update above) or held as a dense ``N x N`` mask
+(``zeros="dense"``): with inclusive counts every zero pair's :math:`\gamma` is
+:math:`\hat\theta_i \hat\theta_j^\top \circ E` normalised, ``E`` the ``K x K`` predictive of
+a zero, so the whole pass over the zeros is a few matrix products, ``O(N^2 K)`` work and no
+per-pair ``K x K`` array (:func:`_dense_zero_pass`). The pass is vectorised over all pairs at
+once, which is exactly the synchronous CVB0 update: every pair reads the statistics of the
+previous pass, never those being accumulated.
 
 Beta-Gamma variant (WMMSB-bg; seed "Beta-Gamma updates")
 -------------------------------------------------------
