@@ -288,5 +288,14 @@ def test_make_network_rejects_bad_input():
     data = wmmsb.make_data(np.array([[0, 2], [2, 0]]))
     with pytest.raises(ValueError, match="bernoulli"):
         wmmsb.cvb0(data, wmmsb.make_hyper(2, likelihood="bernoulli"), likelihood="bernoulli")
+    with pytest.raises(ValueError, match="listed"):
+        wmmsb.collapsed_gibbs(
+            wmmsb.make_data(np.ones((3, 3)) - np.eye(3), zeros="dense"),
+            wmmsb.make_hyper(2),
+        )
+    with pytest.raises(ValueError, match="zeros"):
+        wmmsb.cvb0(
+            wmmsb.make_network(4, [0], [1], directed=True, zeros="none"), wmmsb.make_hyper(2)
+        )
     with pytest.raises(ValueError, match="batch"):
         wmmsb.scvb0(data, wmmsb.make_hyper(2, likelihood="bg"), batch=5)

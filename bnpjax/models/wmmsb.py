@@ -658,6 +658,9 @@ def collapsed_gibbs(
     deliberately wrong kernel for the Geweke test (the pair stays in its own block counts)."""
     if likelihood not in ("nb", "bernoulli"):
         raise ValueError("collapsed Gibbs supports likelihood 'nb' or 'bernoulli'")
+    if data.zmask.shape[0]:
+        raise ValueError("data: collapsed Gibbs needs the observed zeros listed (zeros='list')")
+    _check_zeros_held(data, "collapsed Gibbs")
     static = dict(likelihood=likelihood, broken=bool(_broken))
     return SamplingAlgorithm(
         init=bind(_gibbs_init, data, hyper),
@@ -872,6 +875,17 @@ def _cvb0_trace(state, info):
     }
 
 
+def _check_zeros_held(data, method):
+    """Full-batch methods must see every observed zero (listed, or dense for CVB0)."""
+    num_zeros = concrete_or_none(data.num_zeros)
+    listed = data.zsrc.shape[0] + (concrete_or_none(data.zmask.sum()) or 0.0)
+    if num_zeros is not None and float(num_zeros) > float(listed):
+        raise ValueError(
+            f"data: {method} needs the observed zeros listed (make_network(..., zeros='list'"
+            f"{'' if method == 'collapsed Gibbs' else ' or dense'}))"
+        )
+
+
 def _check_common(data, hyper, likelihood):
     if not isinstance(data, WMMSBData):
         raise ValueError("data must come from bnpjax.models.wmmsb.make_data or make_network")
@@ -902,6 +916,7 @@ def cvb0(
     per count value (default: the largest count rounded up to a power of 2; pass the same value
     for fits on subsets of one network to share one compilation)."""
     _check_common(data, hyper, likelihood)
+    _check_zeros_held(data, "CVB0")
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
     y_host = concrete_or_none(data.y)  # None while traced (Geweke): no table then
