@@ -4,7 +4,9 @@ per-pair NumPy implementation of the same update, in one process.
 Networks: planted-block directed networks with ``N`` nodes (``--sizes``, default 1000 and
 10000), mean degree ``--degree`` (Poisson counts), ``K`` classes (``--ks``, default 10 and 20);
 every non-link is an observed zero. bnpjax runs the synchronous CVB0 pass of
-``wmmsb.cvb0(..., store_gamma=False)`` (links listed, zeros as a dense mask: matrix products)
+``wmmsb.cvb0(..., store_gamma=False)`` (links listed, zeros as a dense mask: matrix products;
+``--zeros list``: every zero pair listed and updated like a link, in vectorised chunks, the
+per-pair arithmetic of the reference)
 through the driver's compiled step; compile time is measured apart, the run time is the median
 over ``--repeats`` iterations. The reference visits every pair in a Python loop and does the
 same update with NumPy/SciPy per pair (``reference_cvb0_step``); it is timed on
@@ -145,6 +147,12 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--ref-pairs", type=int, default=20000)
     parser.add_argument("--likelihood", default="bg", choices=wmmsb.LIKELIHOODS)
+    parser.add_argument(
+        "--zeros",
+        default="dense",
+        choices=["dense", "list"],
+        help="dense: zeros by matrix products; list: every zero pair's K x K update, vectorised",
+    )
     args = parser.parse_args(argv)
     print(f"backend {jax.default_backend()}, devices {jax.devices()}")
     diff = check_same_gamma()
@@ -153,7 +161,7 @@ def main(argv=None):
     for N in args.sizes:
         for K in args.ks:
             src, dst, y = planted(N, K, args.degree)
-            data = wmmsb.make_network(N, src, dst, y, directed=True, zeros="dense")
+            data = wmmsb.make_network(N, src, dst, y, directed=True, zeros=args.zeros)
             hyper = wmmsb.make_hyper(K, likelihood=args.likelihood)
             algorithm = wmmsb.cvb0(data, hyper, likelihood=args.likelihood, store_gamma=False)
             t0 = time.perf_counter()
