@@ -105,10 +105,24 @@ def training_data(net, rep, prop, test_src, test_dst, rest, likelihood):
 
 def fit(data, hyper, likelihood, args, key, valid, max_count):
     if args.method == "cvb0":
-        algorithm = wmmsb.cvb0(
-            data, hyper, likelihood=likelihood, store_gamma=args.exclude_self, max_count=max_count
-        )
-        num = args.iters
+        inits = ["assortative", "random"] if args.init == "best" else [args.init]
+        best, compile_s = None, 0.0
+        for init in inits:
+            algorithm = wmmsb.cvb0(
+                data,
+                hyper,
+                likelihood=likelihood,
+                store_gamma=args.exclude_self,
+                max_count=max_count,
+                init=init,
+            )
+            result = run(algorithm, key, args.iters, progress_bar=False, chunk_size=args.iters)
+            compile_s += result.timings.get("compile_s", 0.0)
+            final = float(result.trace["sample_stats"]["loglik"][0, -1])
+            if best is None or final > best[0]:
+                best = (final, result)
+        result = best[1]
+        result.timings["compile_s"] = compile_s
     else:
         algorithm = wmmsb.scvb0(
             data,
@@ -121,8 +135,7 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
             kappa=args.kappa,
             kappa_node=args.kappa_node,
         )
-        num = args.steps
-    result = run(algorithm, key, num, progress_bar=False, chunk_size=num)
+        result = run(algorithm, key, args.steps, progress_bar=False, chunk_size=args.steps)
     state = jax.tree_util.tree_map(lambda x: x[0], result.final_state)
     stats = result.trace["sample_stats"]
     curve = stats["loglik"][0] if "loglik" in stats else stats["valid_loglik"][0]
@@ -151,6 +164,12 @@ def main(argv=None):
         default=False,
         help="CVB0: exact -ij counts for the links (gamma stored for them; about 8x slower "
         "per pass on fb_uc, same AUC to 3 decimals in our runs)",
+    )
+    parser.add_argument(
+        "--init",
+        choices=["assortative", "random", "best"],
+        default="assortative",
+        help="CVB0 start; best: both, keeping the higher final training log-likelihood",
     )
     parser.add_argument("--models", nargs="+", default=["bg", "bernoulli"])
     parser.add_argument("--out-dir", default="wmmsb_online_roc")

@@ -802,8 +802,8 @@ def _bg_update(n_y, n_phi, p_old, hyper):
     return er, a / (a + b)
 
 
-def _cvb0_step(data, hyper, key, state, *, likelihood, chunk, store, ymax=None):
-    del key
+def _cvb0_step(data, hyper, key, state, *, likelihood, chunk, store, ymax=None, init=None):
+    del key, init
     stats = (state.n_node, state.n_y, state.n_phi, state.r, state.p)
     explicit = (data.src, data.dst, data.y, data.w)
     zpairs = (data.zsrc, data.zdst, jnp.zeros_like(data.zw), data.zw)
@@ -830,18 +830,19 @@ def _cvb0_step(data, hyper, key, state, *, likelihood, chunk, store, ymax=None):
     return new, CVB0Info(total / count, total)
 
 
-def _cvb0_init(data, hyper, key, *, likelihood, chunk, store, ymax=None):
+def _cvb0_init(data, hyper, key, *, likelihood, chunk, store, ymax=None, init="assortative"):
     """Initial gamma: ``theta_i ⊗ theta_j`` for per-node ``theta ~ Dir(1)`` (node-specific
-    starting memberships break the label symmetry much faster than per-pair noise), times
-    ``1 + 9 [k = k']`` renormalised for the pairs with ``y > 0`` (an assortative start: the
-    block statistics differ from the first pass, which MMSB's nearly flat Bernoulli
+    starting memberships break the label symmetry much faster than per-pair noise); with
+    ``init="assortative"`` times ``1 + 9 [k = k']`` renormalised for the pairs with ``y > 0``
+    (the block statistics differ from the first pass, which MMSB's nearly flat Bernoulli
     predictive otherwise takes hundreds of passes to achieve); and its statistics."""
     del chunk
+    tilt_size = 9.0 if init == "assortative" else 0.0
     K = hyper.alpha.shape[0]
     N = _num_nodes(data)
     dtype = data.y.dtype
     theta = jax.random.dirichlet(key, jnp.ones(K, dtype), (N,))
-    tilt = 1.0 + 9.0 * jnp.eye(K, dtype=dtype) * (data.y > 0)[:, None, None]
+    tilt = 1.0 + tilt_size * jnp.eye(K, dtype=dtype) * (data.y > 0)[:, None, None]
     g = theta[data.src][:, :, None] * theta[data.dst][:, None, :] * tilt
     g = g / g.sum((1, 2), keepdims=True) * data.w[:, None, None]
     zs = theta[data.zsrc] * data.zw[:, None]
@@ -905,6 +906,7 @@ def cvb0(
     store_gamma: bool = True,
     chunk: int = 4096,
     max_count: int | None = None,
+    init: str = "assortative",
 ) -> SamplingAlgorithm:
     """Synchronous collapsed variational Bayes (CVB0) as a driver step (module docstring).
 
@@ -914,8 +916,12 @@ def cvb0(
     statistics the step started from. ``store_gamma`` keeps ``gamma`` for the exact "-ij"
     counts (memory ``pairs x K^2``). ``max_count`` sizes the table of the link predictive
     per count value (default: the largest count rounded up to a power of 2; pass the same value
-    for fits on subsets of one network to share one compilation)."""
+    for fits on subsets of one network to share one compilation). ``init``: "assortative"
+    (default) or "random" starting gamma (see ``_cvb0_init``); CVB0 finds a local optimum,
+    so compare the final training log-likelihoods of several starts when it matters."""
     _check_common(data, hyper, likelihood)
+    if init not in ("assortative", "random"):
+        raise ValueError(f"init must be 'assortative' or 'random', got {init!r}")
     _check_zeros_held(data, "CVB0")
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
@@ -927,7 +933,9 @@ def cvb0(
             ymax = int(max_count)
         elif top <= 65536:
             ymax = 2 ** int(np.ceil(np.log2(max(top, 1.0))))  # rounded up: fewer recompiles
-    static = dict(likelihood=likelihood, chunk=int(chunk), store=bool(store_gamma), ymax=ymax)
+    static = dict(
+        likelihood=likelihood, chunk=int(chunk), store=bool(store_gamma), ymax=ymax, init=init
+    )
     return SamplingAlgorithm(
         init=bind(_cvb0_init, data, hyper, **static),
         step=bind(_cvb0_step, data, hyper, **static),
