@@ -297,5 +297,7 @@ def test_make_network_rejects_bad_input():
         wmmsb.cvb0(
             wmmsb.make_network(4, [0], [1], directed=True, zeros="none"), wmmsb.make_hyper(2)
         )
+    with pytest.raises(ValueError, match="init"):
+        wmmsb.cvb0(data, wmmsb.make_hyper(2), init="kmeans")
     with pytest.raises(ValueError, match="batch"):
         wmmsb.scvb0(data, wmmsb.make_hyper(2, likelihood="bg"), batch=5)
