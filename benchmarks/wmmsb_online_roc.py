@@ -163,7 +163,7 @@ def main(argv=None):
         action=argparse.BooleanOptionalAction,
         default=False,
         help="CVB0: exact -ij counts for the links (gamma stored for them; about 8x slower "
-        "per pass on fb_uc, same AUC to 3 decimals in our runs)",
+        "per pass on fb_uc; AUC 0.876/0.916 with vs 0.876/0.917 without at 10%/100%, rep 0)",
     )
     parser.add_argument(
         "--init",
