@@ -209,3 +209,19 @@ def test_demo_and_fit_ilfm(tmp_path, capsys):
     (tmp_path / "bad.tsv").write_text("0\t1\n2\t-1\n")
     assert main(["fit", "ilfm", "--data", str(tmp_path / "bad.tsv"), *argv]) == 2
     assert "non-negative integer ids" in capsys.readouterr().err
+
+
+def test_demo_and_fit_wmmsb(tmp_path, capsys):
+    argv = ["--num-samples", "30", "--no-progress"]
+    assert main(["demo", "wmmsb", "--out-dir", str(tmp_path), *argv]) == 0
+    assert "held-out AUC-ROC" in capsys.readouterr().out
+    assert (tmp_path / "bnpjax_demo_wmmsb.nc").stat().st_size > 0
+    assert (tmp_path / "bnpjax_demo_wmmsb.png").stat().st_size > 0
+    edges = tmp_path / "edges.tsv"
+    edges.write_text("# source target count\na\tb\t3\nb\tc\t1\nc\ta\t2\nc\td\t5\n")
+    out = tmp_path / "net.nc"
+    rc = main(["fit", "wmmsb", "--data", str(edges), "--K", "2", "--out", str(out), *argv])
+    assert rc == 0 and out.stat().st_size > 0
+    edges.write_text("a\tb\t-2\n")
+    assert main(["fit", "wmmsb", "--data", str(edges), *argv]) == 2
+    assert "weights" in capsys.readouterr().err

@@ -6,19 +6,24 @@ Real data are read from a local folder: the ``data_home`` argument, else ``$BNPJ
 
 from bnpjax.datasets.home import DataNotFoundError, get_data_home
 from bnpjax.datasets.movielens import MovieLens, movielens
+from bnpjax.datasets.networks import NETWORKS, Network, load_network, read_edge_list
 from bnpjax.datasets.relational import Relational, kinship, nations, umls
 from bnpjax.datasets.synthetic import BARS_FEATURES, bars, linear_regression
 
 __all__ = [
     "BARS_FEATURES",
+    "NETWORKS",
     "DataNotFoundError",
     "MovieLens",
+    "Network",
     "Relational",
     "bars",
     "get_data_home",
     "kinship",
     "linear_regression",
+    "load_network",
     "movielens",
     "nations",
+    "read_edge_list",
     "umls",
 ]
