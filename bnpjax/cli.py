@@ -476,7 +476,7 @@ def _fit_m3f(args) -> int:
     num_users, num_items = int(ids[:, 0].max()) + 1, int(ids[:, 1].max()) + 1
     num_levels = int(max(t[:, 2].max() for t in tables))
     train = tuple(tables[0][:, c] for c in range(3))
-    test = (tables[-1][:, 0], tables[-1][:, 1]) if args.test else (train[0][:1], train[1][:1])
+    test = tuple(tables[-1][: None if args.test else 1, c].astype(int) for c in range(2))
     idata, predicted = _m3f_run(train, test, num_users, num_items, args, max(num_levels, 2))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     idata.to_netcdf(str(args.out))
