@@ -264,6 +264,8 @@ def test_bad_input_is_rejected_naming_the_argument():
         m3f.make_data(np.r_[u, 0], np.r_[v, 0], np.r_[y, 1], 4, 3, 3)
     with pytest.raises(ValueError, match="num_levels"):
         m3f.make_data(u, v, y, 4, 3, 1)
+    with pytest.raises(ValueError, match="margin must be a scalar"):
+        m3f.make_data(u, v, y, 4, 3, 3, margin=np.ones(3))
     with pytest.raises(ValueError, match="C must be positive"):
         m3f.make_hyper(3, C=-1.0)
     data = m3f.make_data(u, v, y, 4, 3, 3)
@@ -295,3 +297,24 @@ def test_geweke_ipm3f_catches_the_seed_slip_in_the_quadratic_form(monkeypatch):
         assert "capacity" in str(err)
     else:
         assert not result.passed, str(result)
+
+
+def test_cli_demo_and_fit(tmp_path, capsys):
+    from bnpjax.cli import main
+
+    short = ["--num-samples", "10", "--num-warmup", "5", "--num-chains", "1", "--no-progress"]
+    assert main(["demo", "m3f", "--out-dir", str(tmp_path), *short]) == 0
+    assert "test NMAE" in capsys.readouterr().out
+    assert (tmp_path / "bnpjax_demo_m3f.nc").stat().st_size > 0
+    assert (tmp_path / "bnpjax_demo_m3f_trace.png").stat().st_size > 0
+    u, v, y = _pairs()
+    rows = ["user,item,rating"] + [f"{a},{b},{c}" for a, b, c in zip(u, v, y, strict=True)]
+    (tmp_path / "r.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "t.csv").write_text("user,item,rating\n0,2,2\n1,0,1\n")
+    out = tmp_path / "fit.nc"
+    args = ["fit", "m3f", "--data", str(tmp_path / "r.csv"), "--test", str(tmp_path / "t.csv")]
+    assert main([*args, "--out", str(out), "--rank", "2", "--margin", "1", *short]) == 0
+    assert "test NMAE" in capsys.readouterr().out and out.stat().st_size > 0
+    (tmp_path / "bad.csv").write_text("user,item,rating\n0,0,2.5\n1,1,1\n")
+    assert main(["fit", "m3f", "--data", str(tmp_path / "bad.csv"), *short]) == 2
+    assert "ratings must hold integers" in capsys.readouterr().err

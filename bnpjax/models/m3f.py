@@ -293,6 +293,8 @@ def make_data(
     margin = np.asarray(margin, float)
     if not np.all(np.isfinite(margin)):
         raise ValueError("margin must be finite")
+    if margin.shape not in ((), (u.size, num_levels - 1)):
+        raise ValueError(f"margin must be a scalar or of shape ({u.size}, {num_levels - 1})")
     dtype = jnp.result_type(float)
     r = np.arange(1, num_levels)
     signs = np.where(r[None, :] >= y[:, None], 1.0, -1.0)
