@@ -190,6 +190,8 @@ def run_dataset(name, args):
                 continue
             if len(grid) == 1:
                 chosen[kind] = grid[0]
+            elif kind == "ipm3f" and args.ipm3f_c_from_m3f:
+                chosen[kind] = chosen["m3f"]
             else:
                 best = None
                 for C in grid:
@@ -295,6 +297,9 @@ def main():
     parser.add_argument("--map-iter", type=int, default=300)
     parser.add_argument("--skip-fm", action="store_true")
     parser.add_argument("--skip-ipm3f", action="store_true")
+    parser.add_argument(
+        "--ipm3f-c-from-m3f", action="store_true", help="reuse M3F's validated C for iPM3F"
+    )
     parser.add_argument("--time-only", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--x64", action="store_true")
