@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["log_mean_exp", "mae", "nmae", "rmse", "roc_auc"]
+__all__ = ["log_mean_exp", "mae", "nmae", "nmae_uniform", "rmse", "roc_auc"]
 
 
 def _pair(y_true, y_pred):
@@ -58,3 +58,17 @@ def log_mean_exp(log_values, axis=0) -> np.ndarray:
     top = np.where(np.isfinite(top), top, 0.0)
     out = np.log(np.mean(np.exp(x - top), axis=axis, keepdims=True)) + top
     return np.squeeze(out, axis=axis)
+
+
+# --------------------------------------------------------------------------------------------
+# max-margin matrix factorization (Marlin 2004; the M3F / iPM3F literature)
+
+
+def nmae_uniform(y_true, y_pred, *, num_levels: int) -> float:
+    """MAE divided by the expected MAE of guessing uniformly at random on ``1..L`` for
+    uniformly distributed ratings, :math:`\\sum_{k=2}^{L} k(k-1) / L^2` (1.6 for L = 5): the
+    NMAE of Marlin (2004) and of the M3F papers (``../shared/design/m3f.md``)."""
+    if isinstance(num_levels, bool) or not isinstance(num_levels, int) or num_levels < 2:
+        raise ValueError(f"num_levels must be an integer >= 2, got {num_levels!r}")
+    expected = sum(k * (k - 1) for k in range(2, num_levels + 1)) / num_levels**2
+    return mae(y_true, y_pred) / expected

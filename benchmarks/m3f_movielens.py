@@ -1,0 +1,322 @@
+"""Gibbs M3F and Gibbs iPM3F on MovieLens, the authors' weak-generalization protocol, with the
+optax M3F baseline, bnpjax's ordered-probit BFM and myFM's ordered probit on the same splits.
+
+Protocol (``../shared/design/m3f.md``, the authors' code chokkyvista/iPM3F):
+
+* users with at least 20 ratings; ``--partitions`` random partitions (seed = partition index);
+  in each, one rated item per user is held out as its test rating (weak generalization: the
+  rest of the user's ratings are training data);
+* a validation split made the same way from each training set selects ``C`` (Gibbs M3F and
+  iPM3F) and the regularization (optax baseline) from ``--c-grid`` / ``--reg-grid``; the
+  authors' grid is ``C = 10^(-e/4)``, ``e = 3, 3.5, ..., 8`` (``--c-grid full``); then the
+  model is refitted on the whole training set with the chosen value;
+* Gibbs M3F: ``K = --rank`` (100), ``ell = 9``, ``--iterations`` (50) sweeps of which
+  ``--burn-in`` (10) are discarded; prediction by the rating-level rule from the
+  posterior-mean scores and thresholds (``--val-iterations`` / ``--val-burn-in`` for the
+  validation fits, shorter to save time if needed). Gibbs iPM3F: alpha = 3, sigma = 1,
+  kappa = 10, the same sweeps and rule;
+* NMAE = MAE / E[MAE of uniform random guessing] = MAE / 1.6 for 5 levels.
+
+Baselines on the same split: M3F by optimization (Rennie & Srebro 2005, smooth hinge,
+per-user thresholds, ``optax.lbfgs``; :func:`bnpjax.models.m3f.fit_map`), bnpjax's
+``FMOrdinal`` and myFM's ``MyFMOrderedProbit`` (one-hot user and item, rank 10, 200 sweeps, 150
+kept, prediction = median of the posterior predictive level distribution, the MAE-optimal
+level). Reported: NMAE per partition, mean and sd over partitions, seconds per Gibbs sweep
+(compile time separate) and, with ``--time-k100``, the per-sweep time of Gibbs M3F at K = 100.
+
+Run from the repository root (float32 by default; ``--x64`` for float64)::
+
+    python benchmarks/m3f_movielens.py --datasets ml-100k
+    python benchmarks/m3f_movielens.py --datasets ml-100k --partitions 1 --c-grid 5 --skip-fm
+    python benchmarks/m3f_movielens.py --time-only --rank 100      # per-sweep time, any device
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import bnpjax
+from bnpjax.datasets import movielens
+from bnpjax.infer import run
+from bnpjax.metrics import nmae_uniform
+from bnpjax.models import m3f
+
+
+def weak_split(users: np.ndarray, seed: int) -> np.ndarray:
+    """Boolean mask of one held-out rating per user (uniform among the user's ratings)."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(users.size)
+    _, first = np.unique(users[order], return_index=True)
+    held = np.zeros(users.size, bool)
+    held[order[first]] = True
+    return held
+
+
+def load(name: str, min_ratings: int = 20):
+    ratings = movielens(name).ratings
+    users, items, y = ratings[:, 0], ratings[:, 1], ratings[:, 2]
+    ids, counts = np.unique(users, return_counts=True)
+    keep = np.isin(users, ids[counts >= min_ratings])
+    users, items, y = users[keep], items[keep], y[keep]
+    _, users = np.unique(users, return_inverse=True)
+    _, items = np.unique(items, return_inverse=True)
+    return users, items, y.astype(np.int64)
+
+
+def _gibbs_levels(algorithm, key, sweeps, test_users):
+    iterations, burn_in = sweeps
+    result = run(algorithm, key, iterations - burn_in, num_warmup=burn_in, progress_bar=False)
+    stats, post = result.trace["sample_stats"], result.trace["posterior"]
+    score = stats["score_test"][0].mean(0)
+    theta = post["theta"][0].mean(0)
+    levels = np.asarray(m3f.levels_from_scores(jnp.asarray(score), jnp.asarray(theta[test_users])))
+    t = result.timings
+    per_sweep = (t.get("warmup_s", 0.0) + t.get("sampling_s", 0.0)) / iterations
+    extra = ""
+    if "num_features" in post:
+        extra = f", K+ {post['num_features'][0, -1]}"
+    return levels, per_sweep, t.get("compile_s", 0.0), extra
+
+
+def fit_gibbs(kind, train, n_users, n_items, C, test, args, seed, validation=False):
+    users, items, y = train
+    data = m3f.make_data(users, items, y, n_users, n_items, 5, margin=args.margin)
+    hyper = m3f.make_hyper(5, C=C, margin=args.margin)
+    if kind == "m3f":
+        algorithm = m3f.gibbs(data, rank=args.rank, hyper=hyper, test=test, keep_factors=False)
+    else:
+        algorithm = m3f.ipm3f_gibbs(
+            data,
+            hyper=hyper,
+            alpha=3.0,
+            kappa=10,
+            capacity=args.capacity,
+            test=test,
+            keep_factors=False,
+        )
+    sweeps = (
+        (args.val_iterations, args.val_burn_in) if validation else (args.iterations, args.burn_in)
+    )
+    return _gibbs_levels(algorithm, jax.random.key(seed), sweeps, test[0])
+
+
+def fit_baseline(train, n_users, n_items, reg, test, args, seed):
+    users, items, y = train
+    data = m3f.make_data(users, items, y, n_users, n_items, 5, margin=1.0)
+    start = time.perf_counter()
+    U, V, theta, _ = m3f.fit_map(
+        data, rank=args.map_rank, reg=reg, max_iter=args.map_iter, seed=seed
+    )
+    scores = jnp.sum(U[test[0]] * V[test[1]], axis=1)
+    levels = np.asarray(m3f.levels_from_scores(scores, theta[test[0]]))
+    return levels, time.perf_counter() - start
+
+
+def _one_hot(users, items, n_users, n_items):
+    import scipy.sparse as sp
+
+    n = users.size
+    rows = np.repeat(np.arange(n), 2)
+    cols = np.stack([users, n_users + items], axis=1).ravel()
+    return sp.csr_matrix((np.ones(2 * n), (rows, cols)), shape=(n, n_users + n_items))
+
+
+def _median_level(proba):
+    return 1 + np.argmax(np.cumsum(proba, axis=1) >= 0.5, axis=1)
+
+
+def fit_fms(train, n_users, n_items, test, seed):
+    import myfm
+
+    from bnpjax.fm import FMOrdinal
+
+    X = _one_hot(train[0], train[1], n_users, n_items)
+    Xt = _one_hot(test[0], test[1], n_users, n_items)
+    out = {}
+    start = time.perf_counter()
+    ours = FMOrdinal(rank=10, random_state=seed).fit(X, train[2], n_iter=200, n_kept_samples=150)
+    out["bnpjax FMOrdinal"] = (_median_level(ours.predict_proba(Xt)), time.perf_counter() - start)
+    start = time.perf_counter()
+    theirs = myfm.MyFMOrderedProbit(rank=10, random_seed=seed).fit(
+        X, train[2] - 1, n_iter=200, n_kept_samples=150
+    )
+    out["myFM OrderedProbit"] = (
+        _median_level(theirs.predict_proba(Xt)),
+        time.perf_counter() - start,
+    )
+    return out
+
+
+def c_grid(spec: str) -> list[float]:
+    if spec == "full":
+        exponents = np.arange(3.0, 8.01, 0.5)
+    else:
+        exponents = [float(e) for e in spec.split(",")]
+    return [float(10 ** (-e / 4)) for e in exponents]
+
+
+def run_dataset(name, args):
+    users, items, y = load(name)
+    n_users, n_items = int(users.max()) + 1, int(items.max()) + 1
+    print(f"\n== {name}: {n_users} users with >= 20 ratings, {n_items} items, {y.size} ratings")
+    grid = c_grid(args.c_grid)
+    regs = [float(r) for r in args.reg_grid.split(",")]
+    models = ["Gibbs M3F", "Gibbs iPM3F", "optax M3F (R&S 2005)"]
+    if not args.skip_fm:
+        models += ["bnpjax FMOrdinal", "myFM OrderedProbit"]
+    scores = {m: [] for m in models}
+    seconds = {m: [] for m in models}
+    for part in range(args.partitions):
+        test_mask = weak_split(users, part)
+        tr = ~test_mask
+        train = (users[tr], items[tr], y[tr])
+        test = (users[test_mask], items[test_mask])
+        y_test = y[test_mask]
+        val_mask = weak_split(train[0], 1000 + part)
+        inner = tuple(a[~val_mask] for a in train)
+        val = (train[0][val_mask], train[1][val_mask])
+        y_val = train[2][val_mask]
+        print(f"-- partition {part}: {tr.sum()} train / {test_mask.sum()} test ratings")
+        chosen = {}
+        for kind, label in (("m3f", "Gibbs M3F"), ("ipm3f", "Gibbs iPM3F")):
+            if args.fm_only or (kind == "ipm3f" and args.skip_ipm3f):
+                continue
+            if len(grid) == 1:
+                chosen[kind] = grid[0]
+            elif kind == "ipm3f" and args.ipm3f_c_from_m3f:
+                chosen[kind] = chosen["m3f"]
+            else:
+                best = None
+                for C in grid:
+                    lv, sweep, _, extra = fit_gibbs(
+                        kind, inner, n_users, n_items, C, val, args, part, validation=True
+                    )
+                    v = nmae_uniform(y_val, lv, num_levels=5)
+                    print(
+                        f"   {label} validation C={C:.4f}: NMAE {v:.4f} ({sweep:.3f} s/it{extra})"
+                    )
+                    if best is None or v < best[0]:
+                        best = (v, C)
+                chosen[kind] = best[1]
+            lv, sweep, compile_s, extra = fit_gibbs(
+                kind, train, n_users, n_items, chosen[kind], test, args, part
+            )
+            scores[label].append(nmae_uniform(y_test, lv, num_levels=5))
+            seconds[label].append(sweep)
+            print(
+                f"   {label}: C={chosen[kind]:.4f} test NMAE {scores[label][-1]:.4f}, "
+                f"{sweep:.3f} s/sweep (compile {compile_s:.1f} s{extra})"
+            )
+        if not args.fm_only:
+            label = "optax M3F (R&S 2005)"
+            best = None
+            for reg in regs if len(regs) > 1 else []:
+                lv, _ = fit_baseline(inner, n_users, n_items, reg, val, args, part)
+                v = nmae_uniform(y_val, lv, num_levels=5)
+                print(f"   {label} validation reg={reg}: NMAE {v:.4f}")
+                if best is None or v < best[0]:
+                    best = (v, reg)
+            reg = best[1] if best else regs[0]
+            lv, fit_s = fit_baseline(train, n_users, n_items, reg, test, args, part)
+            scores[label].append(nmae_uniform(y_test, lv, num_levels=5))
+            seconds[label].append(fit_s)
+            print(f"   {label}: reg={reg} test NMAE {scores[label][-1]:.4f} ({fit_s:.1f} s fit)")
+        if not args.skip_fm:
+            for label, (lv, fit_s) in fit_fms(train, n_users, n_items, test, part).items():
+                scores[label].append(nmae_uniform(y_test, lv, num_levels=5))
+                seconds[label].append(fit_s)
+                print(f"   {label}: test NMAE {scores[label][-1]:.4f} ({fit_s:.1f} s fit)")
+    print(
+        f"RESULT {name} (NMAE over {args.partitions} partitions; time: median s/sweep for Gibbs,"
+        " s per fit otherwise)"
+    )
+    for label in models:
+        if not scores[label]:
+            continue
+        vals = np.array(scores[label])
+        sd = vals.std(ddof=1) if vals.size > 1 else float("nan")
+        per = " ".join(f"{v:.4f}" for v in vals)
+        print(
+            f"RESULT {name} {label:<22} {vals.mean():.4f} +- {sd:.4f}  [{per}]  "
+            f"time {statistics.median(seconds[label]):.3f}"
+        )
+
+
+def time_only(args):
+    """Per-sweep time of Gibbs M3F (and iPM3F) on the ML-100K training set of partition 0."""
+    users, items, y = load("ml-100k")
+    n_users, n_items = int(users.max()) + 1, int(items.max()) + 1
+    tr = ~weak_split(users, 0)
+    data = m3f.make_data(users[tr], items[tr], y[tr], n_users, n_items, 5, margin=args.margin)
+    hyper = m3f.make_hyper(5, C=0.1, margin=args.margin)
+    for label, algorithm in (
+        (
+            f"Gibbs M3F K={args.rank}",
+            m3f.gibbs(data, rank=args.rank, hyper=hyper, keep_factors=False),
+        ),
+        (
+            "Gibbs iPM3F",
+            m3f.ipm3f_gibbs(data, hyper=hyper, capacity=args.capacity, keep_factors=False),
+        ),
+    ):
+        times = []
+        compile_s = 0.0
+        for rep in range(args.repeats):
+            result = run(algorithm, jax.random.key(rep), args.iterations, progress_bar=False)
+            compile_s += result.timings.get("compile_s", 0.0)
+            times.append(result.timings["sampling_s"] / args.iterations)
+        extra = ""
+        if "num_features" in result.trace["posterior"]:
+            extra = f", final K+ {result.trace['posterior']['num_features'][0, -1]}"
+        print(
+            f"RESULT time {label}: {statistics.median(times):.4f} s/sweep (median of "
+            f"{args.repeats} runs of {args.iterations} sweeps; compile {compile_s:.1f} s{extra})"
+        )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--datasets", default="ml-100k", help="ml-100k and/or ml-1m")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--rank", type=int, default=100)
+    parser.add_argument("--margin", type=float, default=9.0)
+    parser.add_argument("--iterations", type=int, default=50)
+    parser.add_argument("--burn-in", type=int, default=10)
+    parser.add_argument("--val-iterations", type=int, default=50, help="sweeps per C on validation")
+    parser.add_argument("--val-burn-in", type=int, default=10)
+    parser.add_argument("--capacity", type=int, default=64, help="initial iPM3F feature buffer")
+    parser.add_argument("--c-grid", default="full", help="'full' or exponents e (C = 10^(-e/4))")
+    parser.add_argument("--reg-grid", default="0.3,1,3,10,30")
+    parser.add_argument("--map-rank", type=int, default=100)
+    parser.add_argument("--map-iter", type=int, default=300)
+    parser.add_argument("--skip-fm", action="store_true")
+    parser.add_argument("--skip-ipm3f", action="store_true")
+    parser.add_argument("--fm-only", action="store_true", help="only the two ordinal FMs")
+    parser.add_argument(
+        "--ipm3f-c-from-m3f", action="store_true", help="reuse M3F's validated C for iPM3F"
+    )
+    parser.add_argument("--time-only", action="store_true")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--x64", action="store_true")
+    args = parser.parse_args()
+    if args.x64:
+        jax.config.update("jax_enable_x64", True)
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"machine: {platform.platform()} ({platform.machine()}), jax devices {jax.devices()}")
+    print(f"bnpjax {bnpjax.__version__}, jax {jax.__version__}, x64 {args.x64}")
+    if args.time_only:
+        time_only(args)
+        return
+    for name in args.datasets.split(","):
+        run_dataset(name.strip(), args)
+
+
+if __name__ == "__main__":
+    main()

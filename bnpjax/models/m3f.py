@@ -1,0 +1,887 @@
+r"""Gibbs max-margin matrix factorization: Gibbs M3F and Gibbs iPM3F (Xu, Zhu & Zhang 2013).
+
+Sources: ``../shared/seeds/001_5b97c3640b159855.txt`` (appendix of the ICML 2013 paper: eqs.
+29-33, Tables 3-4) and ``../shared/design/m3f.md`` (the model, the augmentation, the
+authors' protocol). Everything below is derived here; the Geweke tests judge it.
+
+**Model.** Users ``i < N``, items ``j < M``, observed pairs :math:`(i, j) \in \mathcal I`,
+ratings :math:`Y_{ij} \in \{1..L\}`, scores :math:`x_{ij} = U_i \cdot V_j`, per-user
+thresholds :math:`\theta_i \in \mathbb R^{L-1}`, :math:`T^r_{ij} = +1` if :math:`r \ge Y_{ij}`
+else :math:`-1` and :math:`\zeta_{ijr} = \ell - T^r_{ij}(\theta_{ir} - x_{ij})`. Gibbs M3F
+samples the pseudo-posterior
+
+.. math::
+
+    q(U, V, \theta) \propto \prod_i \mathcal N(U_i; 0, \sigma_U^2 I)
+        \prod_j \mathcal N(V_j; 0, \sigma_V^2 I) \prod_{ir} \mathcal N(\theta_{ir};
+        \rho_r, \varsigma^2) \; \exp\Big(-C \sum_{ij \in \mathcal I} \sum_r
+        \max(0, \zeta_{ijr})\Big).
+
+**Augmentation** (Polson & Scott 2011; m3f.md). With :math:`u = C\zeta/2`,
+:math:`e^{-2\max(0, u)} = \int_0^\infty (2\pi\lambda)^{-1/2}
+e^{-(\lambda + u)^2 / (2\lambda)} d\lambda`, and :math:`(\lambda + u)^2/(2\lambda) =
+\lambda/2 + u + u^2/(2\lambda)`. So the augmented density is
+
+.. math::
+
+    q(U, V, \theta, \lambda) \propto \text{prior} \prod_{ijr} \lambda_{ijr}^{-1/2}
+        \exp\Big(-\frac{\lambda_{ijr}}2 - \frac C2 \zeta_{ijr}
+        - \frac{C^2 \zeta_{ijr}^2}{8 \lambda_{ijr}}\Big).
+
+*lambda.* :math:`q(\lambda \mid \cdot) \propto \lambda^{-1/2} e^{-\lambda/2 - u^2/(2\lambda)}`,
+a GIG(1/2, 1, u^2), i.e. :math:`\omega = 1/\lambda \sim \mathrm{IG}(1/|u|, 1)` (mean, shape).
+All :math:`|\mathcal I|(L-1)` of them are independent: one vectorized draw
+(:func:`bnpjax.ops.sample_inverse_gaussian`). ``lambda_rate = c > 0`` multiplies the
+density by a proper prior :math:`e^{-c\lambda/2}`; then :math:`\omega \sim
+\mathrm{IG}(\sqrt{1+c}/|u|, 1+c)`. The model is ``c = 0``; ``c > 0`` exists only to give the
+Geweke test a proper joint (tests/test_m3f.py explains it).
+
+*Scores.* Write :math:`\zeta_r = T_r x + c_r`, :math:`c_r = \ell - T_r\theta_{ir}`,
+:math:`\omega_r = 1/\lambda_r`. The exponent is, in :math:`x = x_{ij}`,
+
+.. math::
+
+    \sum_r -\frac C2 T_r x - \frac{C^2\omega_r}{8}(x^2 + 2 T_r c_r x) + \text{const}
+    = -\frac{b_{ij}}2 x^2 + \xi_{ij} x, \quad
+    b_{ij} = \sum_r \frac{C^2 \omega_{ijr}}4, \quad
+    \xi_{ij} = -\frac C2 \sum_r T^r_{ij}\Big(1 + \frac{C \omega_{ijr} c_{ijr}}2\Big),
+
+the seed's :math:`b_{ij}` and :math:`\xi_{ij}` (Appendix A, with :math:`\Delta^r_{ij} =
+C c_{ijr}/2`). Neither depends on :math:`x`, so they are computed once per sweep. Given
+:math:`U, \theta, \lambda` the item vectors are independent Gaussians (each :math:`x_{ij}`
+involves one item):
+
+.. math::
+
+    V_j \mid \cdot \sim \mathcal N(B_j^{-1} h_j, B_j^{-1}), \quad
+    B_j = \sigma_V^{-2} I + \sum_{i \in \mathcal I_j} b_{ij} U_i U_i^\top, \quad
+    h_j = \sum_{i \in \mathcal I_j} \xi_{ij} U_i,
+
+drawn for all items at once: items are grouped in buckets of similar degree (widths
+powers of two, padding below a factor 2), :math:`B_j` built by one batched product, one
+batched Cholesky :math:`B_j = R_j R_j^\top`, mean by two triangular solves, noise
+:math:`R_j^{-\top}\epsilon` (seed Appendix B, Table 3: :math:`O(|\mathcal I|(L + K^2)) +
+O(M K^3)`). :math:`U` likewise, users in parallel.
+
+*Thresholds.* In :math:`\theta = \theta_{ir}`, :math:`\zeta = -T\theta + d`,
+:math:`d = \ell + T x`, so the exponent is :math:`\frac{CT}2\theta -
+\frac{C^2\omega}8(\theta^2 - 2T d\theta)`:
+
+.. math::
+
+    \theta_{ir} \mid \cdot \sim \mathcal N(m/p, 1/p), \quad
+    p = \varsigma^{-2} + \sum_{j \in \mathcal I_i}\frac{C^2\omega_{ijr}}4, \quad
+    m = \frac{\rho_r}{\varsigma^2} + \sum_{j \in \mathcal I_i} T^r_{ij}\Big(\frac C2 +
+        \frac{C^2\omega_{ijr}}4 (\ell + T^r_{ij} x_{ij})\Big),
+
+all :math:`N(L-1)` independent (segment sums over the pairs).
+
+One sweep: :math:`\lambda \mid U, V, \theta`; :math:`V \mid U, \theta, \lambda`;
+:math:`U \mid V, \theta, \lambda`; :math:`\theta \mid U, V, \lambda`. Every step is an exact
+conditional of the augmented density, so the sweep leaves it invariant and its
+:math:`(U, V, \theta)` marginal is :math:`q`.
+
+**Gibbs iPM3F.** :math:`U` is replaced by binary features :math:`Z \sim \mathrm{IBP}(\alpha)`
+(:mod:`bnpjax.priors.ibp`), :math:`x_{ij} = Z_i \cdot V_j`, :math:`V_{jk} \sim
+\mathcal N(0, \sigma^2)`. :math:`\lambda, V, \theta` as above (with :math:`Z` for :math:`U`).
+Users in turn (the IBP couples rows through :math:`m_{-i,k}`):
+
+* each feature another user holds: :math:`P(z_{ik} = 1 \mid \cdot) \propto m_{-i,k}/N`
+  times :math:`\exp\sum_{j \in \mathcal I_i} (-b_{ij} x_{ij}^2/2 + \xi_{ij} x_{ij})`; a flip
+  moves :math:`x_{ij}` by :math:`\pm V_{jk}` (seed Table 4, :math:`O(|\mathcal I|(L+K))`);
+* the user's singleton features and their weights are redrawn as a block: their number
+  :math:`k_i \in 0..\kappa` with the weights integrated out, then the weights given
+  :math:`k_i`. With :math:`x^0_{ij}` the score without singletons and
+  :math:`\xi'_{ij} = \xi_{ij} - b_{ij} x^0_{ij}`, the :math:`k` new weights :math:`v \in
+  \mathbb R^k` of item :math:`j` enter as :math:`\exp(-\tfrac12 v^\top P_k v + \xi'_{ij}
+  1^\top v)` with :math:`P_k = \sigma^{-2} I + b_{ij} 1 1^\top` (prior included), an
+  equicorrelation matrix (seed eq. 29 with :math:`a - b = \sigma^{-2}`, :math:`b = b_{ij}`).
+  Integrating :math:`v`,
+
+  .. math::
+
+      \log p(k_i = k \mid \cdot) = \log \mathrm{Poisson}_\kappa(k; \alpha/N) +
+          \sum_{j \in \mathcal I_i} \Big(-\frac k2 \log\sigma^2 - \frac12 \log|P_k|
+          + \frac{\xi'^2_{ij}}2 1^\top P_k^{-1} 1\Big) + \text{const},
+
+  with :math:`\log|P_k|` and :math:`1^\top P_k^{-1} 1 = k/(k b_{ij} + \sigma^{-2})` from
+  seed eqs. (31) and (33) for every :math:`k` at once
+  (:func:`bnpjax.ops.equicorrelation_terms`, :math:`O(\kappa)` per pair). Given :math:`k`,
+  :math:`v \mid \cdot \sim \mathcal N(P_k^{-1}\xi' 1, P_k^{-1})` with
+  :math:`P_k^{-1} = \sigma^2(I - \beta 1 1^\top)`, :math:`\beta = b\sigma^2/(1 + k b
+  \sigma^2)`: mean :math:`\xi'/(\sigma^{-2} + k b)` in every coordinate, noise
+  :math:`\sigma(\epsilon - \eta 1 1^\top\epsilon)` with :math:`\eta = (1 - (1 + k b
+  \sigma^2)^{-1/2})/k` (then :math:`2\eta - k\eta^2 = \beta`). Items the user did not rate
+  get their new weights from the prior. The truncation is the authors' :math:`\kappa`.
+
+Users are visited bucket by bucket (a fixed systematic order); the buffer of feature columns
+grows through the driver when a user needs more free columns than there are.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.linalg import solve_triangular
+
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
+from bnpjax.ops import equicorrelation_terms, sample_categorical, sample_inverse_gaussian
+from bnpjax.priors import ibp
+
+__all__ = [
+    "IPM3FState",
+    "M3FData",
+    "M3FHyper",
+    "M3FInfo",
+    "M3FState",
+    "data_sample",
+    "fit_map",
+    "gibbs",
+    "ipm3f_gibbs",
+    "ipm3f_prior_sample",
+    "levels_from_scores",
+    "make_data",
+    "make_hyper",
+    "new_feature_log_weights",
+    "predictive_distribution",
+    "prior_sample",
+    "pseudo_log_posterior",
+]
+
+
+class Bucket(NamedTuple):
+    """Entities (users or items) of similar degree: ``ids`` (n_b,) and ``pairs`` (n_b, w),
+    the indices of their observed pairs padded with ``nnz`` (a dummy pair of zero weight)."""
+
+    ids: jax.Array
+    pairs: jax.Array
+
+
+class M3FData(NamedTuple):
+    """Observed pairs (0-based ``users``, ``items``; ``ratings`` in 1..L), ``signs``
+    :math:`T^r_{ij}` (nnz, L-1), ``margin`` :math:`\\ell` (scalar, or per pair and threshold:
+    the Geweke construction), and the pairs grouped by user and by item in buckets."""
+
+    users: jax.Array
+    items: jax.Array
+    ratings: jax.Array
+    signs: jax.Array
+    margin: jax.Array
+    user_buckets: tuple[Bucket, ...]
+    item_buckets: tuple[Bucket, ...]
+    user_degree: jax.Array  # (N,) pairs per user; N = its length (a static shape)
+    item_degree: jax.Array  # (M,)
+
+
+class M3FHyper(NamedTuple):
+    """``C``, prior sds ``sigma_u``, ``sigma_v``, threshold prior ``rho`` (L-1,) and
+    ``varsigma``, and ``lambda_rate`` (0 for the model; see the module docstring)."""
+
+    C: jax.Array
+    sigma_u: jax.Array
+    sigma_v: jax.Array
+    rho: jax.Array
+    varsigma: jax.Array
+    lambda_rate: jax.Array
+
+
+class M3FState(NamedTuple):
+    U: jax.Array  # (N, K)
+    V: jax.Array  # (M, K)
+    theta: jax.Array  # (N, L-1)
+    omega: jax.Array  # (nnz, L-1) = 1 / lambda
+
+
+class IPM3FState(NamedTuple):
+    Z: jax.Array  # (N, capacity) in {0, 1}
+    V: jax.Array  # (M, capacity); columns of inactive features carry no meaning
+    theta: jax.Array  # (N, L-1)
+    omega: jax.Array  # (nnz, L-1)
+    alpha: jax.Array  # () IBP concentration (fixed)
+
+
+class M3FInfo(NamedTuple):
+    lp: jax.Array  # log pseudo-posterior of (U or Z, V, theta), hinge form, up to a constant
+    train_mae: jax.Array  # MAE of the rating-level rule on the training pairs
+    num_features: jax.Array  # K (M3F) or K+ (iPM3F)
+    capacity_exceeded: jax.Array
+    capacity_needed: jax.Array
+
+
+# --------------------------------------------------------------------------------------------
+# data and hyperparameters (host side)
+
+
+def _integer_array(value, name: str) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
+        raise ValueError(f"{name} must be numeric integers")
+    as_float = arr.astype(float)
+    if not np.all(np.isfinite(as_float)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if not np.all(as_float == np.round(as_float)):
+        raise ValueError(f"{name} must hold integers")
+    return as_float.astype(np.int64)
+
+
+def _positive_int(value, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _buckets(owner: np.ndarray, num: int) -> tuple[Bucket, ...]:
+    """Group entities ``0..num-1`` by degree (number of pairs with ``owner == e``) into
+    buckets of widths 1, 2, 4, ...: an entity of degree ``d`` goes to the smallest width
+    ``>= d``. Its pairs are listed in its row, padded with ``nnz``."""
+    nnz = owner.shape[0]
+    degree = np.bincount(owner, minlength=num)
+    by_owner = np.argsort(owner, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(degree)[:-1]])
+    width_of = 2 ** np.ceil(np.log2(np.maximum(degree, 1))).astype(np.int64)
+    out = []
+    for width in np.unique(width_of):
+        ids = np.nonzero(width_of == width)[0]
+        offsets = np.arange(width)[None, :]
+        position = np.minimum(starts[ids, None] + offsets, max(nnz - 1, 0))
+        pairs = np.where(offsets < degree[ids, None], by_owner[position], nnz)
+        out.append(Bucket(jnp.asarray(ids, jnp.int32), jnp.asarray(pairs, jnp.int32)))
+    return tuple(out)
+
+
+def make_data(
+    users, items, ratings, num_users: int, num_items: int, num_levels: int, *, margin=9.0
+) -> M3FData:
+    """Validate ordinal ratings and lay them out for the samplers (module docstring).
+
+    ``users``, ``items``: 0-based integer ids (< ``num_users``, < ``num_items``);
+    ``ratings``: integers in ``1..num_levels``; each (user, item) pair at most once.
+    ``margin``: the hinge margin :math:`\\ell` (the authors' 9). Raises ``ValueError`` naming
+    the argument on NaN/inf, non-integers, out-of-range ids or ratings, duplicate pairs,
+    mismatched lengths, or a ``num_levels`` below the largest rating.
+    """
+    num_users = _positive_int(num_users, "num_users")
+    num_items = _positive_int(num_items, "num_items")
+    num_levels = _positive_int(num_levels, "num_levels", 2)
+    u = _integer_array(users, "users")
+    v = _integer_array(items, "items")
+    y = _integer_array(ratings, "ratings")
+    if not (u.shape == v.shape == y.shape):
+        raise ValueError(
+            f"users, items and ratings must have the same length, got {u.size}, {v.size}, {y.size}"
+        )
+    if u.size == 0:
+        raise ValueError("ratings is empty")
+    if u.min() < 0 or u.max() >= num_users:
+        raise ValueError(f"users must lie in 0..{num_users - 1} (num_users), got {u.min()}..")
+    if v.min() < 0 or v.max() >= num_items:
+        raise ValueError(f"items must lie in 0..{num_items - 1} (num_items), got {v.min()}..")
+    if y.min() < 1:
+        raise ValueError(f"ratings must lie in 1..num_levels, got a rating {y.min()}")
+    if y.max() > num_levels:
+        raise ValueError(
+            f"num_levels = {num_levels} does not match the data: ratings go up to {y.max()}"
+        )
+    if np.unique(u * num_items + v).size != u.size:
+        raise ValueError("users, items: a (user, item) pair occurs more than once")
+    margin = np.asarray(margin, float)
+    if not np.all(np.isfinite(margin)):
+        raise ValueError("margin must be finite")
+    if margin.shape not in ((), (u.size, num_levels - 1)):
+        raise ValueError(f"margin must be a scalar or of shape ({u.size}, {num_levels - 1})")
+    dtype = jnp.result_type(float)
+    r = np.arange(1, num_levels)
+    signs = np.where(r[None, :] >= y[:, None], 1.0, -1.0)
+    return M3FData(
+        users=jnp.asarray(u, jnp.int32),
+        items=jnp.asarray(v, jnp.int32),
+        ratings=jnp.asarray(y, jnp.int32),
+        signs=jnp.asarray(signs, dtype),
+        margin=jnp.asarray(margin, dtype),
+        user_buckets=_buckets(u, num_users),
+        item_buckets=_buckets(v, num_items),
+        user_degree=jnp.asarray(np.bincount(u, minlength=num_users), jnp.int32),
+        item_degree=jnp.asarray(np.bincount(v, minlength=num_items), jnp.int32),
+    )
+
+
+def make_hyper(
+    num_levels: int,
+    *,
+    C: float = 0.1,
+    margin: float = 9.0,
+    sigma_u: float = 1.0,
+    sigma_v: float = 1.0,
+    rho=None,
+    varsigma: float | None = None,
+    lambda_rate: float = 0.0,
+) -> M3FHyper:
+    """Hyperparameters; defaults are the authors' (m3f.md): :math:`\\rho` = ``linspace(-1.5
+    (L-2) ell, 1.5 (L-2) ell, L-1)``, :math:`\\varsigma = 1.5\\,\\ell`."""
+    num_levels = _positive_int(num_levels, "num_levels", 2)
+    if rho is None:
+        half = 1.5 * (num_levels - 2) * margin
+        rho = np.linspace(-half, half, num_levels - 1)
+    rho = np.asarray(rho, float)
+    if rho.shape != (num_levels - 1,) or not np.all(np.isfinite(rho)):
+        raise ValueError(f"rho must be {num_levels - 1} finite values")
+    varsigma = 1.5 * margin if varsigma is None else varsigma
+    for name, value in (
+        ("C", C),
+        ("sigma_u", sigma_u),
+        ("sigma_v", sigma_v),
+        ("varsigma", varsigma),
+    ):
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be positive, got {value}")
+    if not (np.isfinite(lambda_rate) and lambda_rate >= 0):
+        raise ValueError(f"lambda_rate must be >= 0, got {lambda_rate}")
+    dtype = jnp.result_type(float)
+    return M3FHyper(
+        *(jnp.asarray(x, dtype) for x in (C, sigma_u, sigma_v, rho, varsigma, lambda_rate))
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# shared conditionals
+
+
+def _scores(data, F, V):
+    return jnp.sum(F[data.users] * V[data.items], axis=1)
+
+
+def _sample_omega(key, data, hyper, theta, x):
+    """omega = 1/lambda | rest ~ IG(sqrt(1+c)/|u|, 1+c), u = C zeta / 2 (module docstring)."""
+    zeta = data.margin - data.signs * (theta[data.users] - x[:, None])
+    u = 0.5 * hyper.C * jnp.abs(zeta)
+    floor = jnp.finfo(x.dtype).tiny ** 0.25  # keeps mean * normal^2 finite; u ~ 0 is lambda ~ chi2
+    shape = 1.0 + hyper.lambda_rate
+    return sample_inverse_gaussian(key, jnp.sqrt(shape) / jnp.maximum(u, floor), shape)
+
+
+def _pair_terms(data, hyper, theta, omega):
+    """b_ij and xi_ij (module docstring), each (nnz,)."""
+    C = hyper.C
+    c = data.margin - data.signs * theta[data.users]
+    b = 0.25 * C**2 * jnp.sum(omega, axis=1)
+    xi = -0.5 * C * jnp.sum(data.signs * (1.0 + 0.5 * C * omega * c), axis=1)
+    return b, xi
+
+
+def _extend(x):
+    """Append the dummy pair (index nnz) with value 0."""
+    return jnp.concatenate([x, jnp.zeros((1, *x.shape[1:]), x.dtype)])
+
+
+def _gaussian_rows(key, other, other_ids, b, xi, buckets, sigma, out):
+    """Draw every row ``e`` of ``out`` from N(B_e^{-1} h_e, B_e^{-1}) with
+    B_e = I / sigma^2 + sum_pairs b F F^T and h_e = sum_pairs xi F, F = other[other_ids[pair]]
+    (module docstring). B and h are built per bucket of similar degree, then all rows share
+    ONE batched Cholesky B = R R^T and two dependent triangular solves,
+    row = R^{-T}(R^{-1} h + eps) = mean + R^{-T} eps. (One LAPACK call at a time: jaxlib's
+    batched CPU kernels block thread-pool workers, and independent calls running concurrently
+    on a small pool were seen to deadlock.)"""
+    K = out.shape[1]
+    ids_ext = _extend(other_ids)
+    b_ext, xi_ext = _extend(b), _extend(xi)
+    eye = jnp.eye(K, dtype=out.dtype) / sigma**2
+    Bs, hs = [], []
+    for bucket in buckets:
+        G = other[ids_ext[bucket.pairs]]  # (n, w, K)
+        weight = b_ext[bucket.pairs]
+        Bs.append(jnp.einsum("nwk,nwl->nkl", G * weight[..., None], G) + eye)
+        hs.append(jnp.einsum("nwk,nw->nk", G, xi_ext[bucket.pairs]))
+    ids = jnp.concatenate([bucket.ids for bucket in buckets])
+    B, h = jnp.concatenate(Bs), jnp.concatenate(hs)
+    R = jnp.linalg.cholesky(B)
+    z = solve_triangular(R, h[..., None], lower=True)
+    eps = jax.random.normal(key, h.shape, h.dtype)[..., None]
+    rows = solve_triangular(R, z + eps, lower=True, trans="T")[..., 0]
+    return out.at[ids].set(rows)
+
+
+def _sample_theta(key, data, hyper, omega, x, num_users):
+    """theta_ir | rest ~ N(m/p, 1/p) (module docstring), all at once."""
+    C, T = hyper.C, data.signs
+    w = 0.25 * C**2 * omega
+    prec = 1.0 / hyper.varsigma**2 + jax.ops.segment_sum(w, data.users, num_users)
+    lin = T * (0.5 * C + w * (data.margin + T * x[:, None]))
+    lin = hyper.rho / hyper.varsigma**2 + jax.ops.segment_sum(lin, data.users, num_users)
+    eps = jax.random.normal(key, prec.shape, prec.dtype)
+    return lin / prec + eps * jax.lax.rsqrt(prec)
+
+
+def levels_from_scores(scores, thresholds) -> jax.Array:
+    """The rating-level rule: ``1 + #{r : theta_r < x}`` (``thresholds`` broadcast against
+    ``scores[..., None]``)."""
+    return 1 + jnp.sum(thresholds < scores[..., None], axis=-1)
+
+
+def _hinge_log_posterior(data, hyper, F_prior, V, theta, x):
+    zeta = data.margin - data.signs * (theta[data.users] - x[:, None])
+    hinge = -hyper.C * jnp.sum(jnp.maximum(zeta, 0.0))
+    prior_v = -0.5 * jnp.sum(V**2) / hyper.sigma_v**2
+    prior_t = -0.5 * jnp.sum((theta - hyper.rho) ** 2) / hyper.varsigma**2
+    return hinge + F_prior + prior_v + prior_t
+
+
+def pseudo_log_posterior(data: M3FData, hyper: M3FHyper, state: M3FState) -> jax.Array:
+    """:math:`\\log q(U, V, \\theta)` of Gibbs M3F up to a constant (module docstring)."""
+    x = _scores(data, state.U, state.V)
+    prior_u = -0.5 * jnp.sum(state.U**2) / hyper.sigma_u**2
+    return _hinge_log_posterior(data, hyper, prior_u, state.V, state.theta, x)
+
+
+def _train_mae(data, theta, x):
+    level = levels_from_scores(x, theta[data.users])
+    return jnp.mean(jnp.abs(level - data.ratings).astype(x.dtype))
+
+
+# --------------------------------------------------------------------------------------------
+# Gibbs M3F
+
+
+def _m3f_init(data, hyper, key, *, rank, num_users, num_items, init_scale):
+    key_u, key_v, key_w = jax.random.split(key, 3)
+    dtype = data.signs.dtype
+    U = init_scale * jax.random.normal(key_u, (num_users, rank), dtype)
+    V = init_scale * jax.random.normal(key_v, (num_items, rank), dtype)
+    theta = jnp.broadcast_to(hyper.rho, (num_users, hyper.rho.shape[0])).astype(dtype)
+    omega = _sample_omega(key_w, data, hyper, theta, _scores(data, U, V))
+    return M3FState(U, V, theta, omega)
+
+
+def _m3f_step(data, hyper, key, state, *, num_users, num_items):
+    key_w, key_v, key_u, key_t = jax.random.split(key, 4)
+    x = _scores(data, state.U, state.V)
+    omega = _sample_omega(key_w, data, hyper, state.theta, x)
+    b, xi = _pair_terms(data, hyper, state.theta, omega)
+    V = _gaussian_rows(key_v, state.U, data.users, b, xi, data.item_buckets, hyper.sigma_v, state.V)
+    U = _gaussian_rows(key_u, V, data.items, b, xi, data.user_buckets, hyper.sigma_u, state.U)
+    x = _scores(data, U, V)
+    theta = _sample_theta(key_t, data, hyper, omega, x, num_users)
+    new = M3FState(U, V, theta, omega)
+    info = M3FInfo(
+        lp=pseudo_log_posterior(data, hyper, new),
+        train_mae=_train_mae(data, theta, x),
+        num_features=jnp.asarray(U.shape[1], jnp.int32),
+        capacity_exceeded=jnp.zeros((), bool),
+        capacity_needed=jnp.zeros((), jnp.int32),
+    )
+    return new, info
+
+
+def _test_trace(test, F, V, theta):
+    users, items = test
+    scores = jnp.sum(F[users] * V[items], axis=1)
+    return scores, levels_from_scores(scores, theta[users])
+
+
+def _m3f_trace(data, test, state, info, *, keep_factors):
+    posterior = {"theta": state.theta}
+    if keep_factors:
+        posterior.update(U=state.U, V=state.V)
+    stats = {"lp": info.lp, "train_mae": info.train_mae}
+    if test is not None:
+        stats["score_test"], stats["level_test"] = _test_trace(test, state.U, state.V, state.theta)
+    return {"posterior": posterior, "sample_stats": stats}
+
+
+def _test_arrays(test, data):
+    if test is None:
+        return None
+    users, items = test
+    users = _integer_array(users, "test users")
+    items = _integer_array(items, "test items")
+    if users.shape != items.shape:
+        raise ValueError("test users and items must have the same length")
+    N, M = data.user_degree.shape[0], data.item_degree.shape[0]
+    if users.size and (users.min() < 0 or users.max() >= N or items.min() < 0 or items.max() >= M):
+        raise ValueError("test ids out of range of num_users / num_items")
+    return jnp.asarray(users, jnp.int32), jnp.asarray(items, jnp.int32)
+
+
+def _dims(factors: str, axis: str) -> dict:
+    return {
+        factors: ["user", axis],
+        "V": ["item", axis],
+        "theta": ["user", "threshold"],
+        "score_test": ["test_pair"],
+        "level_test": ["test_pair"],
+    }
+
+
+def _check_common(data, hyper):
+    if not isinstance(data, M3FData):
+        raise ValueError("data must come from bnpjax.models.m3f.make_data")
+    if not isinstance(hyper, M3FHyper):
+        raise ValueError("hyper must come from bnpjax.models.m3f.make_hyper")
+    if hyper.rho.shape[0] != data.signs.shape[1]:
+        raise ValueError(
+            f"hyper has {hyper.rho.shape[0] + 1} levels but data has {data.signs.shape[1] + 1}"
+        )
+
+
+def gibbs(
+    data: M3FData,
+    *,
+    rank: int = 10,
+    hyper: M3FHyper | None = None,
+    init_scale: float = 0.1,
+    test=None,
+    keep_factors: bool = True,
+) -> SamplingAlgorithm:
+    """Gibbs M3F (module docstring) as a kernel for :func:`bnpjax.sample`.
+
+    ``test=(users, items)``: held-out pairs whose scores ``score_test`` and rating levels
+    ``level_test`` (rating-level rule) are traced at every kept draw; average ``score_test``
+    over draws and apply :func:`levels_from_scores` with the mean thresholds for the
+    posterior-mean prediction, or use :func:`predictive_distribution` on ``level_test``.
+    ``keep_factors=False`` keeps only the thresholds of ``U``, ``V``, ``theta`` (memory)."""
+    if hyper is None:
+        hyper = make_hyper(int(data.signs.shape[1]) + 1)
+    _check_common(data, hyper)
+    rank = _positive_int(rank, "rank")
+    if not (np.isfinite(init_scale) and init_scale >= 0):
+        raise ValueError(f"init_scale must be >= 0, got {init_scale}")
+    sizes = dict(num_users=data.user_degree.shape[0], num_items=data.item_degree.shape[0])
+    test_arrays = _test_arrays(test, data)
+    return SamplingAlgorithm(
+        init=bind(_m3f_init, data, hyper, rank=rank, init_scale=float(init_scale), **sizes),
+        step=bind(_m3f_step, data, hyper, **sizes),
+        trace=bind(_m3f_trace, data, test_arrays, keep_factors=bool(keep_factors)),
+        spec=ArvizSpec(
+            name="m3f.gibbs",
+            dims=_dims("U", "factor"),
+            settings={"rank": rank, "C": float(hyper.C)},
+        ),
+    )
+
+
+def prior_sample(key, data: M3FData, hyper: M3FHyper, rank: int) -> M3FState:
+    """``U, V, theta`` from their priors and ``lambda ~ Exponential(rate c/2)``
+    (``c = hyper.lambda_rate > 0``; the Geweke construction of tests/test_m3f.py)."""
+    key_u, key_v, key_t, key_l = jax.random.split(key, 4)
+    N, M = data.user_degree.shape[0], data.item_degree.shape[0]
+    dtype = data.signs.dtype
+    U = hyper.sigma_u * jax.random.normal(key_u, (N, rank), dtype)
+    V = hyper.sigma_v * jax.random.normal(key_v, (M, rank), dtype)
+    theta = hyper.rho + hyper.varsigma * jax.random.normal(key_t, (N, hyper.rho.shape[0]), dtype)
+    lam = jax.random.exponential(key_l, data.signs.shape, dtype) * 2.0 / hyper.lambda_rate
+    return M3FState(U, V, theta, 1.0 / lam)
+
+
+def data_sample(key, state, data: M3FData, hyper: M3FHyper) -> M3FData:
+    """Per-(pair, threshold) margins given everything else: ``u ~ N(-lambda, lambda)`` (the
+    augmented factor as a density in ``u``), ``margin = 2u/C + T (theta_i - x_ij)``."""
+    F = state.U if isinstance(state, M3FState) else state.Z
+    x = _scores(data, F, state.V)
+    lam = 1.0 / state.omega
+    u = -lam + jnp.sqrt(lam) * jax.random.normal(key, lam.shape, lam.dtype)
+    margin = 2.0 * u / hyper.C + data.signs * (state.theta[data.users] - x[:, None])
+    return data._replace(margin=margin)
+
+
+# --------------------------------------------------------------------------------------------
+# Gibbs iPM3F
+
+
+def new_feature_log_weights(b, xi_res, valid, sigma, alpha, num_users, kappa: int):
+    """Unnormalized ``log p(k_i = k | rest)``, ``k = 0..kappa`` (module docstring): the
+    truncated Poisson(alpha/N) prior plus, per rated item, ``-k/2 log sigma^2 - 1/2 log|P_k|
+    + xi'^2/2 1^T P_k^{-1} 1`` with ``P_k = I/sigma^2 + b 1 1^T`` (seed eqs. 29, 31, 33)."""
+    logdet, quad = equicorrelation_terms(1.0 / sigma**2, b, kappa)  # (w, kappa + 1)
+    k = jnp.arange(kappa + 1, dtype=b.dtype)
+    per_pair = -k * jnp.log(sigma) - 0.5 * logdet + 0.5 * xi_res[:, None] ** 2 * quad
+    loglik = jnp.sum(jnp.where(valid[:, None], per_pair, 0.0), axis=0)
+    return ibp.new_feature_log_prior(alpha, num_users, kappa).astype(b.dtype) + loglik
+
+
+def _user_features(carry, xs, *, data, b_ext, xi_ext, sigma, alpha, kappa):
+    """One user's Z step (module docstring): Gibbs flips of shared features, then the block
+    (number of singletons, their weights)."""
+    Z, V, m, exceeded, needed = carry
+    i, pairs, key = xs
+    N, cap = Z.shape
+    M = V.shape[0]
+    key_flip, key_k, key_v = jax.random.split(key, 3)
+    valid = pairs < data.users.shape[0]
+    items = jnp.where(valid, _extend(data.items)[pairs], M)  # M: dropped on write
+    b, xi = b_ext[pairs], xi_ext[pairs]
+    Vw = jnp.where(valid[:, None], V[jnp.minimum(items, M - 1)], 0.0)
+    z = Z[i]
+    m_minus = m - z
+    held = m_minus > 0.5
+    x = Vw @ z
+    order = jnp.argsort(~held)
+    uniforms = jax.random.uniform(key_flip, (cap,), V.dtype)
+
+    def flip(t, c):
+        z, x = c
+        k = order[t]
+        delta = 1.0 - 2.0 * z[k]
+        x_new = x + delta * Vw[:, k]
+        gain = jnp.sum(-0.5 * b * (x_new**2 - x**2) + xi * (x_new - x))
+        p_on = m_minus[k] / N
+        prior = jnp.where(
+            z[k] > 0, jnp.log1p(-p_on) - jnp.log(p_on), jnp.log(p_on) - jnp.log1p(-p_on)
+        )
+        take = jnp.log(uniforms[k]) < -jax.nn.softplus(-(gain + prior))
+        return jnp.where(take, z.at[k].set(1.0 - z[k]), z), jnp.where(take, x_new, x)
+
+    z, x = jax.lax.fori_loop(0, jnp.sum(held), flip, (z, x))
+    singles = z * (~held)
+    x0 = x - Vw @ singles
+    xi_res = xi - b * x0
+    logw = new_feature_log_weights(b, xi_res, valid, sigma, alpha, N, kappa)
+    k_new = sample_categorical(key_k, logw)
+    owned, short = ibp.place_new_features(~held, k_new[None])
+    owned = owned[0]
+    z = jnp.where(held, z, owned.astype(z.dtype))
+    # weights of the new columns: prior for every item, posterior for the rated ones
+    slots = jnp.argsort(~owned)[:kappa]
+    use = jnp.arange(kappa) < k_new
+    eps = jax.random.normal(key_v, (M, kappa), V.dtype) * use
+    kf = k_new.astype(V.dtype)
+    sig2 = sigma**2
+    grow = 1.0 + kf * b * sig2
+    eta = (1.0 - jax.lax.rsqrt(grow)) / jnp.maximum(kf, 1.0)
+    mean = xi_res / (1.0 / sig2 + kf * b)
+    eps_w = eps[jnp.minimum(items, M - 1)]
+    rated = mean[:, None] + sigma * (eps_w - eta[:, None] * jnp.sum(eps_w, 1, keepdims=True))
+    cols = jnp.where(use[None, :], sigma * eps, V[:, slots])
+    cols = cols.at[items].set(
+        jnp.where(use[None, :], rated, cols[jnp.minimum(items, M - 1)]), mode="drop"
+    )
+    V = V.at[:, slots].set(cols)
+    Z = Z.at[i].set(z)
+    carry = (
+        Z,
+        V,
+        m_minus + z,
+        exceeded | (short > 0),
+        jnp.maximum(needed, (jnp.sum(held) + k_new).astype(jnp.int32)),
+    )
+    return carry, None
+
+
+def _ipm3f_step(data, hyper, key, state, *, num_users, num_items, kappa):
+    key_w, key_v, key_t, key_z = jax.random.split(key, 4)
+    Z, theta = state.Z, state.theta
+    active = Z.sum(0) > 0
+    x = _scores(data, Z, state.V)
+    omega = _sample_omega(key_w, data, hyper, theta, x)
+    b, xi = _pair_terms(data, hyper, theta, omega)
+    V = _gaussian_rows(key_v, Z, data.users, b, xi, data.item_buckets, hyper.sigma_v, state.V)
+    V = V * active  # inactive columns carry nothing (their draws were from the prior)
+    theta = _sample_theta(key_t, data, hyper, omega, _scores(data, Z, V), num_users)
+    b, xi = _pair_terms(data, hyper, theta, omega)
+    b_ext, xi_ext = _extend(b), _extend(xi)
+    carry = (Z, V, Z.sum(0), jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+    for t, bucket in enumerate(data.user_buckets):
+        keys = jax.random.split(jax.random.fold_in(key_z, t), bucket.ids.shape[0])
+
+        def user(c, xs):
+            return _user_features(
+                c,
+                xs,
+                data=data,
+                b_ext=b_ext,
+                xi_ext=xi_ext,
+                sigma=hyper.sigma_v,
+                alpha=state.alpha,
+                kappa=kappa,
+            )
+
+        carry, _ = jax.lax.scan(user, carry, (bucket.ids, bucket.pairs, keys))
+    Z, V, m, exceeded, needed = carry
+    V = V * (m > 0)  # columns of features nobody holds any more carry nothing
+    new = IPM3FState(Z, V, theta, omega, state.alpha)
+    x = _scores(data, Z, V)
+    info = M3FInfo(
+        lp=_hinge_log_posterior(data, hyper, ibp.log_prob(Z, state.alpha), V, theta, x),
+        train_mae=_train_mae(data, theta, x),
+        num_features=jnp.sum(m > 0).astype(jnp.int32),
+        capacity_exceeded=exceeded,
+        capacity_needed=needed,
+    )
+    return new, info
+
+
+def _ipm3f_init(data, hyper, key, *, num_users, num_items, capacity, alpha, num_init_features):
+    key_z, key_v, key_w = jax.random.split(key, 3)
+    dtype = data.signs.dtype
+    slots = jnp.arange(capacity) < num_init_features
+    Z = ((jax.random.uniform(key_z, (num_users, capacity)) < 0.5) & slots).astype(dtype)
+    V = 0.1 * hyper.sigma_v * jax.random.normal(key_v, (num_items, capacity), dtype) * slots
+    theta = jnp.broadcast_to(hyper.rho, (num_users, hyper.rho.shape[0])).astype(dtype)
+    omega = _sample_omega(key_w, data, hyper, theta, _scores(data, Z, V))
+    return IPM3FState(Z, V, theta, omega, jnp.asarray(alpha, dtype))
+
+
+def _ipm3f_trace(data, test, state, info, *, keep_factors):
+    posterior = {"num_features": info.num_features, "theta": state.theta}
+    if keep_factors:
+        posterior.update(Z=state.Z, V=state.V)
+    stats = {"lp": info.lp, "train_mae": info.train_mae}
+    if test is not None:
+        stats["score_test"], stats["level_test"] = _test_trace(test, state.Z, state.V, state.theta)
+    return {"posterior": posterior, "sample_stats": stats}
+
+
+def _ipm3f_grow(state: IPM3FState, capacity: int) -> IPM3FState:
+    return state._replace(Z=pad_axis(state.Z, 1, capacity), V=pad_axis(state.V, 1, capacity))
+
+
+def ipm3f_gibbs(
+    data: M3FData,
+    *,
+    hyper: M3FHyper | None = None,
+    alpha: float = 3.0,
+    kappa: int = 10,
+    capacity: int = 32,
+    num_init_features: int = 8,
+    test=None,
+    keep_factors: bool = True,
+) -> SamplingAlgorithm:
+    """Gibbs iPM3F (module docstring) as a kernel for :func:`bnpjax.sample`: ``Z ~ IBP(alpha)``
+    (alpha fixed, the authors' 3), at most ``kappa`` new features per user per sweep (the
+    authors' 10), a feature buffer of ``capacity`` columns grown by the driver. ``hyper``'s
+    ``sigma_v`` is the weight sd :math:`\\sigma`. ``test`` and ``keep_factors`` as in
+    :func:`gibbs`."""
+    if hyper is None:
+        hyper = make_hyper(int(data.signs.shape[1]) + 1)
+    _check_common(data, hyper)
+    kappa = _positive_int(kappa, "kappa")
+    capacity = _positive_int(capacity, "capacity")
+    if capacity < kappa:
+        raise ValueError(f"capacity ({capacity}) must be at least kappa ({kappa})")
+    if not (np.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be positive, got {alpha}")
+    sizes = dict(num_users=data.user_degree.shape[0], num_items=data.item_degree.shape[0])
+    test_arrays = _test_arrays(test, data)
+    settings = dict(
+        hyper=hyper,
+        alpha=alpha,
+        kappa=kappa,
+        num_init_features=num_init_features,
+        test=test,
+        keep_factors=keep_factors,
+    )
+    return SamplingAlgorithm(
+        init=bind(
+            _ipm3f_init,
+            data,
+            hyper,
+            capacity=capacity,
+            alpha=float(alpha),
+            num_init_features=min(int(num_init_features), capacity),
+            **sizes,
+        ),
+        step=bind(_ipm3f_step, data, hyper, kappa=kappa, **sizes),
+        trace=bind(_ipm3f_trace, data, test_arrays, keep_factors=bool(keep_factors)),
+        spec=ArvizSpec(
+            name="m3f.ipm3f_gibbs",
+            dims=_dims("Z", "feature"),
+            settings={"kappa": kappa, "alpha": float(alpha), "C": float(hyper.C)},
+        ),
+        capacity=capacity,
+        resize=lambda c: ipm3f_gibbs(data, capacity=c, **settings),
+        grow_state=_ipm3f_grow,
+    )
+
+
+def ipm3f_prior_sample(key, data: M3FData, hyper: M3FHyper, alpha, capacity: int) -> IPM3FState:
+    """``Z ~ IBP(alpha)`` (buffet process), active ``V`` from the prior, thresholds from their
+    prior, ``lambda ~ Exponential(rate c/2)`` (the Geweke construction)."""
+    key_z, key_rest = jax.random.split(key)
+    draw = ibp.sample_buffet(key_z, alpha, data.user_degree.shape[0], capacity)
+    base = prior_sample(key_rest, data, hyper, capacity)
+    dtype = data.signs.dtype
+    V = base.V * draw.active
+    return IPM3FState(draw.Z.astype(dtype), V, base.theta, base.omega, jnp.asarray(alpha, dtype))
+
+
+# --------------------------------------------------------------------------------------------
+# prediction
+
+
+def predictive_distribution(levels, num_levels: int) -> np.ndarray:
+    """Share of draws at each level ``1..L`` per test pair, from ``level_test`` draws
+    (``(..., n_test)``, leading axes = draws): the pseudo-posterior predictive distribution
+    of the rating-level rule. Returns (n_test, L)."""
+    levels = np.asarray(levels).reshape(-1, np.shape(levels)[-1])
+    counts = np.stack([(levels == k).mean(0) for k in range(1, num_levels + 1)], axis=1)
+    return counts
+
+
+# --------------------------------------------------------------------------------------------
+# the optimization baseline (Rennie & Srebro 2005)
+
+
+def _smooth_hinge(z):
+    """Rennie & Srebro's smooth hinge: 1/2 - z (z <= 0), (1 - z)^2 / 2 (0 < z < 1), 0."""
+    return jnp.where(z <= 0, 0.5 - z, jnp.where(z < 1, 0.5 * (1 - z) ** 2, 0.0))
+
+
+def fit_map(
+    data: M3FData,
+    *,
+    rank: int = 10,
+    reg: float = 1.0,
+    max_iter: int = 500,
+    seed: int = 0,
+    init_scale: float = 0.1,
+):
+    """Fast max-margin matrix factorization (Rennie & Srebro 2005): minimize
+
+    .. math::
+
+        \\sum_{ij \\in \\mathcal I} \\sum_r h\\big(T^r_{ij}(\\theta_{ir} - U_i \\cdot V_j)\\big)
+            + \\frac{\\mathrm{reg}}2 (\\|U\\|^2 + \\|V\\|^2)
+
+    with the smooth hinge ``h`` and per-user thresholds, by L-BFGS (``optax.lbfgs`` with its
+    zoom line search) in one jitted ``lax.fori_loop`` of ``max_iter`` iterations. Returns
+    ``(U, V, theta, final objective)``; predict with :func:`levels_from_scores`."""
+    rank = _positive_int(rank, "rank")
+    max_iter = _positive_int(max_iter, "max_iter")
+    if not (np.isfinite(reg) and reg > 0):
+        raise ValueError(f"reg must be positive, got {reg}")
+    N, M = data.user_degree.shape[0], data.item_degree.shape[0]
+    dtype = data.signs.dtype
+    key_u, key_v = jax.random.split(jax.random.key(seed))
+    L1 = data.signs.shape[1]
+    params = {
+        "U": init_scale * jax.random.normal(key_u, (N, rank), dtype),
+        "V": init_scale * jax.random.normal(key_v, (M, rank), dtype),
+        "theta": jnp.broadcast_to(jnp.linspace(-1.5, 1.5, L1, dtype=dtype), (N, L1)),
+    }
+    return _fit_map(data, params, jnp.asarray(reg, dtype), max_iter)
+
+
+@functools.partial(jax.jit, static_argnames="max_iter")
+def _fit_map(data, params, reg, max_iter):
+    import optax
+
+    def objective(p):
+        x = _scores(data, p["U"], p["V"])
+        z = data.signs * (p["theta"][data.users] - x[:, None])
+        return jnp.sum(_smooth_hinge(z)) + 0.5 * reg * (jnp.sum(p["U"] ** 2) + jnp.sum(p["V"] ** 2))
+
+    opt = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(objective)
+
+    def body(_, carry):
+        p, s = carry
+        value, grad = value_and_grad(p, state=s)
+        updates, s = opt.update(grad, s, p, value=value, grad=grad, value_fn=objective)
+        return optax.apply_updates(p, updates), s
+
+    p, _ = jax.lax.fori_loop(0, max_iter, body, (params, opt.init(params)))
+    return p["U"], p["V"], p["theta"], objective(p)

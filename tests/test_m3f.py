@@ -1,0 +1,320 @@
+"""Gibbs M3F and Gibbs iPM3F: Geweke tests of both samplers (and broken kernels that must
+fail), the new-feature conditional against brute-force enumeration, the lambda conditional
+against SciPy, recovery of known factors, the optax baseline and input validation.
+
+**Why the Geweke test is run on a "margin-data" model.** The M3F pseudo-likelihood
+``exp(-C sum max(0, zeta))`` is not a normalized density of the ratings, so there is no
+``p(ratings | U, V, theta)`` to draw fresh data from. But the augmented factor
+
+    (2 pi lambda)^(-1/2) exp(-(lambda + u)^2 / (2 lambda)),   u = C zeta / 2,
+
+is, as a function of ``u``, exactly the density of ``N(-lambda, lambda)``. Give ``lambda`` a
+proper prior ``Exponential(rate c/2)`` (``hyper.lambda_rate = c``) and treat the margin
+``ell`` of every (pair, threshold) as the observed datum: ``zeta = ell - T (theta - x)``, so
+``ell = 2u/C + T (theta - x)`` with ``u ~ N(-lambda, lambda)``. This is a proper joint
+``p(U, V, theta, lambda, ell)`` (ratings, hence ``T``, fixed), which we can sample exactly
+(prior, then ``ell``), and its posterior given ``ell`` is the augmented M3F pseudo-posterior
+with per-entry margins and the extra factor ``exp(-c lambda / 2)``, under which the
+sampler's conditionals are exact: ``U, V, theta`` are the same formulas, and
+``1/lambda ~ IG(sqrt(1+c)/|u|, 1+c)`` reduces to the model's ``IG(1/|u|, 1)`` at ``c = 0``.
+So the successive-conditional simulator (kernel, then fresh margins) and the
+marginal-conditional one must agree. A wrong precision factor (``C^2/2`` instead of
+``C^2/4`` in ``b_ij``) is shown to fail the same test. The lambda step at ``c = 0`` is
+also checked directly against SciPy's generalized inverse Gaussian.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.stats
+
+import bnpjax
+from bnpjax.models import m3f
+from bnpjax.testing import geweke_test
+
+L = 3
+
+
+def _pairs():
+    """4 users x 3 items, 9 of 12 pairs observed, every rating level present."""
+    users = np.array([0, 0, 1, 1, 2, 2, 3, 3, 3])
+    items = np.array([0, 1, 1, 2, 0, 2, 0, 1, 2])
+    ratings = np.array([1, 2, 3, 1, 2, 3, 3, 2, 1])
+    return users, items, ratings
+
+
+BASE = m3f.make_data(*_pairs(), 4, 3, L, margin=1.0)
+HYPER = m3f.make_hyper(
+    L, C=1.5, sigma_u=1.0, sigma_v=1.0, rho=[-1.0, 1.0], varsigma=1.0, lambda_rate=1.0
+)
+
+
+def _stats(state, data):
+    F = state.U if isinstance(state, m3f.M3FState) else state.Z
+    x = m3f._scores(data, F, state.V)
+    lam = 1.0 / state.omega
+    out = {
+        "sum V^2": jnp.sum(state.V**2),
+        "mean theta": jnp.mean(state.theta),
+        "theta gap": jnp.mean(state.theta[:, 1] - state.theta[:, 0]),
+        "sum x": jnp.sum(x),
+        "sum x^2": jnp.sum(x**2),
+        "mean log lambda": jnp.mean(jnp.log(lam)),
+        "mean margin": jnp.mean(data.margin),
+        "mean margin^2": jnp.mean(data.margin**2),
+        "<T margin, x>": jnp.mean(data.signs * data.margin * x[:, None]),
+    }
+    if isinstance(state, m3f.M3FState):
+        out["sum U^2"] = jnp.sum(state.U**2)
+    else:
+        out["K+"] = jnp.sum(state.Z.sum(0) > 0).astype(x.dtype)
+        out["sum Z"] = jnp.sum(state.Z)
+    return out
+
+
+def _m3f_geweke(num_successive=4_000):
+    return geweke_test(
+        jax.random.key(5),
+        prior_sample=lambda key: m3f.prior_sample(key, BASE, HYPER, 2),
+        data_sample=lambda key, state: m3f.data_sample(key, state, BASE, HYPER),
+        kernel=lambda data: m3f.gibbs(data, rank=2, hyper=HYPER),
+        test_functions=_stats,
+        num_marginal=20_000,
+        num_successive=num_successive,
+    )
+
+
+@pytest.mark.slow
+def test_geweke_m3f():
+    result = _m3f_geweke()
+    assert result.passed, str(result)
+
+
+@pytest.mark.slow
+def test_geweke_m3f_catches_a_wrong_precision_factor(monkeypatch):
+    """b_ij with C^2/2 instead of C^2/4: the scores' conditional precision is doubled."""
+    original = m3f._pair_terms
+
+    def doubled(*args):
+        b, xi = original(*args)
+        return 2.0 * b, xi
+
+    monkeypatch.setattr(m3f, "_pair_terms", doubled)
+    result = _m3f_geweke(num_successive=2_000)
+    assert not result.passed, str(result)
+
+
+ALPHA, CAPACITY, KAPPA = 1.0, 12, 4
+
+
+def _ipm3f_geweke():
+    return geweke_test(
+        jax.random.key(7),
+        prior_sample=lambda key: m3f.ipm3f_prior_sample(key, BASE, HYPER, ALPHA, CAPACITY),
+        data_sample=lambda key, state: m3f.data_sample(key, state, BASE, HYPER),
+        kernel=lambda data: m3f.ipm3f_gibbs(
+            data, hyper=HYPER, alpha=ALPHA, kappa=KAPPA, capacity=CAPACITY
+        ),
+        test_functions=_stats,
+        num_marginal=20_000,
+        num_successive=4_000,
+    )
+
+
+@pytest.mark.slow
+def test_geweke_ipm3f():
+    """The whole iPM3F sweep (lambda, V, theta, flips of shared features, the new-feature block
+    with its weights) on the margin-data model with Z ~ IBP(alpha)."""
+    result = _ipm3f_geweke()
+    assert result.passed, str(result)
+
+
+def test_new_feature_conditional_matches_brute_force():
+    """log p(k_i = k | rest), k = 0..kappa, from the O(kappa) closed forms against explicit
+    k x k precision matrices: determinant by slogdet, quadratic form by a solve, and the
+    Gaussian integral over the new weights done in full."""
+    rng = np.random.default_rng(0)
+    w, kappa, sigma, alpha, N = 6, 7, 0.8, 2.5, 5
+    b = rng.gamma(2.0, 1.0, w)
+    xi = rng.normal(size=w) * 2
+    valid = np.array([True] * 5 + [False])
+    got = m3f.new_feature_log_weights(
+        jnp.asarray(b), jnp.asarray(xi), jnp.asarray(valid), sigma, alpha, N, kappa
+    )
+    got = np.asarray(got - jax.nn.logsumexp(got))
+    want = []
+    for k in range(kappa + 1):
+        total = scipy.stats.poisson.logpmf(k, alpha / N)
+        for j in np.nonzero(valid)[0]:
+            if k == 0:
+                continue
+            P = np.eye(k) / sigma**2 + b[j] * np.ones((k, k))
+            _, logdet = np.linalg.slogdet(P)
+            quad = xi[j] ** 2 * np.ones(k) @ np.linalg.solve(P, np.ones(k))
+            # int N(v; 0, sigma^2 I) exp(-v'(b 11')v/2 + xi 1'v) dv
+            total += -k * np.log(sigma) - 0.5 * logdet + 0.5 * quad
+        want.append(total)
+    want = np.array(want)
+    want -= scipy.special.logsumexp(want)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_lambda_conditional_matches_scipy():
+    """At lambda_rate 0: lambda | u ~ GIG(1/2, 1, u^2) = scipy geninvgauss(1/2, |u|, scale |u|)."""
+    data = m3f.make_data([0], [0], [1], 1, 1, 2, margin=0.0)
+    hyper = m3f.make_hyper(2, C=2.0)
+    n, x_val, theta_val = 20_000, 0.7, 0.0
+    # zeta = 0 - T (theta - x) with T = +1 (rating 1 <= r = 1): zeta = x = 0.7, u = C zeta / 2
+    draws = jax.vmap(
+        lambda k: m3f._sample_omega(k, data, hyper, jnp.full((1, 1), theta_val), jnp.full(1, x_val))
+    )(jax.random.split(jax.random.key(0), n))
+    lam = 1.0 / np.asarray(draws).ravel()
+    u = abs(hyper.C * x_val / 2)
+    p = scipy.stats.kstest(lam, scipy.stats.geninvgauss(0.5, u, scale=u).cdf).pvalue
+    assert p > 1e-3, p
+    # and a wrong mean (1/|u| doubled) is detected by the same test
+    wrong = scipy.stats.kstest(lam, scipy.stats.geninvgauss(0.5, 2 * u, scale=u / 2).cdf).pvalue
+    assert wrong < 1e-6, wrong
+
+
+# --------------------------------------------------------------------------------------------
+# recovery on generated ratings
+
+
+def _generated(seed=0, N=80, M=60, K=3, density=0.5):
+    rng = np.random.default_rng(seed)
+    U, V = rng.normal(size=(N, K)), rng.normal(size=(M, K))
+    users, items = np.nonzero(rng.random((N, M)) < density)
+    x = np.sum(U[users] * V[items], axis=1)
+    cuts = np.quantile(x, [0.2, 0.4, 0.6, 0.8])
+    levels = 1 + np.digitize(x + 0.3 * rng.normal(size=x.size), cuts)
+    test = np.zeros(users.size, bool)
+    test[rng.choice(users.size, users.size // 10, replace=False)] = True
+    return users, items, levels, test, 1 + np.digitize(x, cuts)
+
+
+@pytest.fixture(scope="module")
+def generated():
+    users, items, levels, test, clean = _generated()
+    data = m3f.make_data(users[~test], items[~test], levels[~test], 80, 60, 5, margin=1.0)
+    return data, (users[test], items[test]), levels[test], clean[test]
+
+
+def _posterior_levels(idata, test_users):
+    score = idata.sample_stats["score_test"].mean(("chain", "draw")).values
+    theta = idata.posterior["theta"].mean(("chain", "draw")).values
+    return np.asarray(m3f.levels_from_scores(score, theta[test_users]))
+
+
+@pytest.mark.slow
+def test_recovery_m3f_and_ipm3f_and_baseline(generated):
+    """Held-out MAE on 5-level ratings generated from rank-3 factors with noise: guessing the
+    middle level gives about 1.2; all three fits must be far below, M3F close to the noise
+    floor (the truth's own MAE against the noisy levels, about 0.25)."""
+    data, test, y_test, clean = generated
+    hyper = m3f.make_hyper(5, C=1.0, margin=1.0)
+    results = {}
+    algorithms = {
+        "m3f": m3f.gibbs(data, rank=6, hyper=hyper, test=test),
+        "ipm3f": m3f.ipm3f_gibbs(data, hyper=hyper, test=test, capacity=16),
+    }
+    for name, algorithm in algorithms.items():
+        idata = bnpjax.sample(algorithm, jax.random.key(1), 60, num_warmup=60, progress_bar=False)
+        results[name] = np.mean(np.abs(_posterior_levels(idata, test[0]) - y_test))
+        if name == "ipm3f":
+            assert idata.posterior["num_features"].values[0, -1] >= 3
+    U, V, theta, _ = m3f.fit_map(data, rank=6, reg=3.0, max_iter=300)
+    scores = jnp.sum(U[test[0]] * V[test[1]], axis=1)
+    results["map"] = np.mean(
+        np.abs(np.asarray(m3f.levels_from_scores(scores, theta[test[0]])) - y_test)
+    )
+    floor = np.mean(np.abs(clean - y_test))
+    assert results["m3f"] < floor + 0.35, (results, floor)
+    assert results["ipm3f"] < floor + 0.45, (results, floor)
+    assert results["map"] < floor + 0.45, (results, floor)
+
+
+def test_predictive_distribution_and_level_rule():
+    levels = np.array([[1, 2, 5], [1, 3, 5], [2, 3, 5], [1, 3, 4]])
+    dist = m3f.predictive_distribution(levels, 5)
+    np.testing.assert_allclose(dist.sum(1), 1.0)
+    np.testing.assert_allclose(dist[0], [0.75, 0.25, 0, 0, 0])
+    got = m3f.levels_from_scores(jnp.array([-3.0, 0.0, 3.0]), jnp.array([-1.0, 0.5, 1.0, 2.0]))
+    np.testing.assert_array_equal(got, [1, 2, 5])
+
+
+def test_bad_input_is_rejected_naming_the_argument():
+    u, v, y = _pairs()
+    with pytest.raises(ValueError, match=r"ratings must lie in 1\.\.num_levels"):
+        m3f.make_data(u, v, np.r_[y[:-1], 0], 4, 3, 3)
+    with pytest.raises(ValueError, match="num_levels = 2 does not match"):
+        m3f.make_data(u, v, y, 4, 3, 2)
+    with pytest.raises(ValueError, match="ratings must hold integers"):
+        m3f.make_data(u, v, y + 0.5, 4, 3, 4)
+    with pytest.raises(ValueError, match="ratings contains NaN"):
+        m3f.make_data(u, v, np.r_[y[:-1], np.nan], 4, 3, 3)
+    with pytest.raises(ValueError, match="users must lie in"):
+        m3f.make_data(np.r_[u[:-1], 4], v, y, 4, 3, 3)
+    with pytest.raises(ValueError, match="items must lie in"):
+        m3f.make_data(u, np.r_[v[:-1], -1], y, 4, 3, 3)
+    with pytest.raises(ValueError, match="same length"):
+        m3f.make_data(u[:-1], v, y, 4, 3, 3)
+    with pytest.raises(ValueError, match="more than once"):
+        m3f.make_data(np.r_[u, 0], np.r_[v, 0], np.r_[y, 1], 4, 3, 3)
+    with pytest.raises(ValueError, match="num_levels"):
+        m3f.make_data(u, v, y, 4, 3, 1)
+    with pytest.raises(ValueError, match="margin must be a scalar"):
+        m3f.make_data(u, v, y, 4, 3, 3, margin=np.ones(3))
+    with pytest.raises(ValueError, match="C must be positive"):
+        m3f.make_hyper(3, C=-1.0)
+    data = m3f.make_data(u, v, y, 4, 3, 3)
+    with pytest.raises(ValueError, match="levels"):
+        m3f.gibbs(data, hyper=m3f.make_hyper(5))
+    with pytest.raises(ValueError, match="rank"):
+        m3f.gibbs(data, rank=0)
+    with pytest.raises(ValueError, match="capacity"):
+        m3f.ipm3f_gibbs(data, capacity=4, kappa=10)
+    with pytest.raises(ValueError, match="test ids"):
+        m3f.gibbs(data, test=([0], [7]))
+
+
+@pytest.mark.slow
+def test_geweke_ipm3f_catches_the_seed_slip_in_the_quadratic_form(monkeypatch):
+    """Seed 001 writes omega' Sigma^{-1} omega = xi^2 1' Sigma 1; with 1' P_k 1 in place of
+    1' P_k^{-1} 1 the new-feature conditional is wrong and the test must fail."""
+    original = m3f.equicorrelation_terms
+
+    def slip(d, b, kappa):
+        logdet, _ = original(d, b, kappa)
+        k = jnp.arange(kappa + 1, dtype=logdet.dtype)
+        return logdet, k * (d + k * jnp.asarray(b)[..., None])
+
+    monkeypatch.setattr(m3f, "equicorrelation_terms", slip)
+    try:
+        result = _ipm3f_geweke()
+    except RuntimeError as err:  # K+ runs away: the chains overflow the buffer
+        assert "capacity" in str(err)
+    else:
+        assert not result.passed, str(result)
+
+
+def test_cli_demo_and_fit(tmp_path, capsys):
+    from bnpjax.cli import main
+
+    short = ["--num-samples", "10", "--num-warmup", "5", "--num-chains", "1", "--no-progress"]
+    assert main(["demo", "m3f", "--out-dir", str(tmp_path), *short]) == 0
+    assert "test NMAE" in capsys.readouterr().out
+    assert (tmp_path / "bnpjax_demo_m3f.nc").stat().st_size > 0
+    assert (tmp_path / "bnpjax_demo_m3f_trace.png").stat().st_size > 0
+    u, v, y = _pairs()
+    rows = ["user,item,rating"] + [f"{a},{b},{c}" for a, b, c in zip(u, v, y, strict=True)]
+    (tmp_path / "r.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "t.csv").write_text("user,item,rating\n0,2,2\n1,0,1\n")
+    out = tmp_path / "fit.nc"
+    args = ["fit", "m3f", "--data", str(tmp_path / "r.csv"), "--test", str(tmp_path / "t.csv")]
+    assert main([*args, "--out", str(out), "--rank", "2", "--margin", "1", *short]) == 0
+    assert "test NMAE" in capsys.readouterr().out and out.stat().st_size > 0
+    (tmp_path / "bad.csv").write_text("user,item,rating\n0,0,2.5\n1,1,1\n")
+    assert main(["fit", "m3f", "--data", str(tmp_path / "bad.csv"), *short]) == 2
+    assert "ratings must hold integers" in capsys.readouterr().err
