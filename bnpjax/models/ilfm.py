@@ -219,7 +219,8 @@ def _bernoulli(y, eta, mask, link="logit"):
     return mask * (y * eta - jax.nn.softplus(eta))
 
 
-def _no_covariates(state: ILFMState, data: ILFMData | None):
+def _prediction_covariates(state: ILFMState, data: ILFMData | None):
+    """The pair covariates of ``data``, or none when the model has no covariates."""
     if data is None:
         if state.beta.shape[-1]:
             raise ValueError("a model with covariates needs the data (with X) to predict")
@@ -231,7 +232,8 @@ def link_probabilities(
     state: ILFMState, link: str = "logit", data: ILFMData | None = None
 ) -> jax.Array:
     """``P(y^r_ij = 1 | state)`` (R, N, N); ``data`` supplies the covariates, if any."""
-    eta = _logits(state.F, state.W, _offset(state.bias, state.beta, _no_covariates(state, data)))
+    X = _prediction_covariates(state, data)
+    eta = _logits(state.F, state.W, _offset(state.bias, state.beta, X))
     return ndtr(eta) if link == "probit" else jax.nn.sigmoid(eta)
 
 
