@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -40,9 +41,15 @@ PUBLISHED = {
 
 
 def posterior_mean_probabilities(trace, mode: str, data, chunk: int = 50) -> np.ndarray:
+    """The posterior-mean link probability over the kept draws of every chain."""
     post = trace["posterior"]
-    F, W, bias = post["F"][0], post["W"][0], post["bias"][0]
-    beta = post["beta"][0] if "beta" in post else np.zeros((*bias.shape, 0), bias.dtype)
+    chains = post["F"].shape[0]
+    return sum(_chain_mean(post, c, mode, data, chunk) for c in range(chains)) / chains
+
+
+def _chain_mean(post, chain, mode, data, chunk):
+    F, W, bias = post["F"][chain], post["W"][chain], post["bias"][chain]
+    beta = post["beta"][chain] if "beta" in post else np.zeros((*bias.shape, 0), bias.dtype)
     total, count = 0.0, 0
 
     def logits_of(f, w, b, coefficients):
@@ -70,13 +77,26 @@ def entity_covariates(dataset, args):
     return A - A.mean(axis=0)
 
 
-def one_run(dataset, mode: str, split: int, args) -> tuple[float, float]:
+class Run(NamedTuple):
+    auc: float  # over all held-out entries
+    relation_auc: float  # mean over relations of each relation's AUC
+    seconds: float  # per sweep (all chains)
+    features: float  # posterior mean K+ (per relation in the single setting)
+
+
+def one_run(dataset, mode: str, split: int, args) -> Run:
     rng = np.random.default_rng(split)
     held = dataset.mask & (rng.random(dataset.mask.shape) < 0.2)
     data = ilfm.make_data(
         dataset.Y, dataset.mask & ~held, entity_covariates=entity_covariates(dataset, args)
     )
-    algorithm = ilfm.gibbs(data, capacity=args.capacity, mode=mode)
+    algorithm = ilfm.gibbs(
+        data,
+        capacity=args.capacity,
+        mode=mode,
+        init_strategy=args.init,
+        num_init_features=args.init_features,
+    )
     kept = args.iterations - args.burn_in
     result = run(
         algorithm,
@@ -84,12 +104,19 @@ def one_run(dataset, mode: str, split: int, args) -> tuple[float, float]:
         kept // args.thin,
         num_warmup=args.burn_in,
         thin=args.thin,
+        num_chains=args.chains,
         progress_bar=False,
     )
     probs = posterior_mean_probabilities(result.trace, mode, data)
     auc = roc_auc(dataset.Y[held], probs[held])
+    per_relation = [
+        roc_auc(dataset.Y[r][held[r]], probs[r][held[r]])
+        for r in range(dataset.Y.shape[0])
+        if 0 < dataset.Y[r][held[r]].sum() < held[r].sum()
+    ]
     seconds = (result.timings["warmup_s"] + result.timings["sampling_s"]) / args.iterations
-    return auc, seconds
+    features = np.asarray(result.trace["posterior"]["num_features"]).mean()
+    return Run(auc, float(np.mean(per_relation)), seconds, float(features))
 
 
 def compare_weight_samplers(args) -> None:
@@ -135,6 +162,9 @@ def main() -> None:
     parser.add_argument("--burn-in", type=int, default=200)
     parser.add_argument("--thin", type=int, default=2)
     parser.add_argument("--capacity", type=int, default=16)
+    parser.add_argument("--chains", type=int, default=1, help="restarts, run together by vmap")
+    parser.add_argument("--init", default="random", choices=ilfm.INIT_STRATEGIES)
+    parser.add_argument("--init-features", type=int, default=12)
     parser.add_argument(
         "--covariates", action="store_true", help="nations: country attributes as covariates"
     )
@@ -150,21 +180,28 @@ def main() -> None:
     print(f"date: {time.strftime('%Y-%m-%d %H:%M')}, jax {jax.__version__}, {jax.devices()}")
     print(
         f"protocol: 20% of observed entries held out, {args.iterations} sweeps "
-        f"({args.burn_in} burn-in), thin {args.thin}, {args.splits} splits, random init"
+        f"({args.burn_in} burn-in), thin {args.thin}, {args.splits} splits, {args.chains} "
+        f"chain(s), {args.init} init with {args.init_features} features"
     )
     for name in args.datasets.split(","):
         dataset = LOADERS[name.strip()]()
         for mode in args.modes.split(","):
             runs = [one_run(dataset, mode, s, args) for s in range(args.splits)]
-            aucs = [a for a, _ in runs]
-            sd = statistics.stdev(aucs) if len(aucs) > 1 else 0.0
             published = PUBLISHED.get((dataset.name, mode))
             ref = f"published LFRM {published:.4f}" if published else "no published figure"
             print(
-                f"{dataset.name:8s} {mode:6s} AUC {statistics.mean(aucs):.4f} +- {sd:.4f} "
-                f"({ref}); {1e3 * statistics.median(s for _, s in runs):.0f} ms per sweep; "
-                f"runs: {', '.join(f'{a:.4f}' for a in aucs)}"
+                f"{dataset.name:8s} {mode:6s} AUC {_mean_sd([r.auc for r in runs])} ({ref}); "
+                f"mean per-relation AUC {_mean_sd([r.relation_auc for r in runs])}; "
+                f"K+ {statistics.mean(r.features for r in runs):.1f}; "
+                f"{1e3 * statistics.median(r.seconds for r in runs):.0f} ms per sweep; "
+                f"runs: {', '.join(f'{r.auc:.4f}' for r in runs)}",
+                flush=True,
             )
+
+
+def _mean_sd(values) -> str:
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.4f} +- {sd:.4f}"
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
     bnpjax demo [MODEL]                  # end-to-end run on generated data
     bnpjax fit MODEL --data PATH --out result.nc [options]
     bnpjax fit fm --train ratings.csv --test ratings_test.csv --rank 10
-    bnpjax fit ilfm --data edges.tsv [--undirected] [--mode single]
+    bnpjax fit ilfm --data edges.tsv [--undirected] [--mode single] [--init cluster]
 
 Models register a demo in :data:`DEMOS` and a fit command in :data:`FIT_COMMANDS`. Errors in
 arguments or data files print one line on stderr and exit with status 2, without traceback.
@@ -482,6 +482,8 @@ def _fit_ilfm_arguments(parser):
     parser.add_argument("--undirected", action="store_true", help="edges hold in both directions")
     parser.add_argument("--mode", choices=["global", "single"], default="global")
     parser.add_argument("--capacity", type=int, default=16)
+    parser.add_argument("--init", choices=["random", "cluster"], default="random")
+    parser.add_argument("--init-features", type=int, default=10, help="features at the start")
 
 
 def _read_links(args):
@@ -518,7 +520,13 @@ def _fit_ilfm(args) -> int:
 
     Y = _read_links(args)
     data = ilfm.make_data(Y)
-    algorithm = ilfm.gibbs(data, capacity=args.capacity, mode=args.mode)
+    algorithm = ilfm.gibbs(
+        data,
+        capacity=args.capacity,
+        mode=args.mode,
+        init_strategy=args.init,
+        num_init_features=args.init_features,
+    )
     idata = _sample(algorithm, args)
     print(_summary(idata, ["num_features", "alpha"]).to_string())
     out = Path(args.out)

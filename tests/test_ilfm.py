@@ -128,6 +128,24 @@ def test_link_prediction_on_a_planted_structure_and_capacity_growth():
     assert 0.3 < float(np.mean(stats["acceptance_rate"])) <= 1.0
 
 
+def test_cluster_start_finds_the_planted_communities():
+    """k-means on the link profiles recovers the two planted communities exactly (up to the
+    order of the clusters), unobserved entries and all; the start uses them as features."""
+    Y = _planted(3, num_entities=30, num_relations=3)
+    held = np.random.default_rng(4).random(Y.shape) < 0.2
+    data = ilfm.make_data(Y, mask=~held)
+    F = np.asarray(ilfm.cluster_features(jax.random.key(0), data, 2))
+    labels = F.argmax(1)
+    assert np.all(F.sum(1) == 1)
+    assert len(set(labels[:15])) == 1 and len(set(labels[15:])) == 1 and labels[0] != labels[15]
+    algorithm = ilfm.gibbs(data, capacity=4, num_init_features=2, init_strategy="cluster")
+    state = algorithm.init(jax.random.key(0))
+    np.testing.assert_array_equal(np.asarray(state.F)[:, :2], F)
+    assert np.all(np.asarray(state.F)[:, 2:] == 0)
+    with pytest.raises(ValueError, match="init_strategy"):
+        ilfm.gibbs(data, init_strategy="irm")
+
+
 def test_loaders_shapes_and_masks():
     try:
         kin = kinship()
