@@ -164,7 +164,9 @@ def main() -> None:
     parser.add_argument("--capacity", type=int, default=16)
     parser.add_argument("--chains", type=int, default=1, help="restarts, run together by vmap")
     parser.add_argument("--init", default="random", choices=ilfm.INIT_STRATEGIES)
-    parser.add_argument("--init-features", type=int, default=12)
+    parser.add_argument(
+        "--init-features", type=int, default=None, help="default: ilfm.gibbs's (10, single 4)"
+    )
     parser.add_argument(
         "--covariates", action="store_true", help="nations: country attributes as covariates"
     )
@@ -181,7 +183,7 @@ def main() -> None:
     print(
         f"protocol: 20% of observed entries held out, {args.iterations} sweeps "
         f"({args.burn_in} burn-in), thin {args.thin}, {args.splits} splits, {args.chains} "
-        f"chain(s), {args.init} init with {args.init_features} features"
+        f"chain(s), {args.init} init with {args.init_features or 'default'} features"
     )
     for name in args.datasets.split(","):
         dataset = LOADERS[name.strip()]()

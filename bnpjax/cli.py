@@ -483,7 +483,9 @@ def _fit_ilfm_arguments(parser):
     parser.add_argument("--mode", choices=["global", "single"], default="global")
     parser.add_argument("--capacity", type=int, default=16)
     parser.add_argument("--init", choices=["random", "cluster"], default="random")
-    parser.add_argument("--init-features", type=int, default=10, help="features at the start")
+    parser.add_argument(
+        "--init-features", type=int, default=None, help="features at the start (10, single 4)"
+    )
 
 
 def _read_links(args):
