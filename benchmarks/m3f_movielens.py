@@ -12,7 +12,9 @@ Protocol (``../shared/design/m3f.md``, the authors' code chokkyvista/iPM3F):
   model is refitted on the whole training set with the chosen value;
 * Gibbs M3F: ``K = --rank`` (100), ``ell = 9``, ``--iterations`` (50) sweeps of which
   ``--burn-in`` (10) are discarded; prediction by the rating-level rule from the
-  posterior-mean scores and thresholds (``--val-iterations`` / ``--val-burn-in`` for the
+  posterior-mean scores and thresholds; the scores are Rao-Blackwellized (the conditional
+  mean of one factor block given the rest, :mod:`bnpjax.models.m3f`; ``--plain-mean`` for
+  the average of the drawn scores) (``--val-iterations`` / ``--val-burn-in`` for the
   validation fits, shorter to save time if needed). Gibbs iPM3F: alpha = 3, sigma = 1,
   kappa = 10, the same sweeps and rule;
 * NMAE = MAE / E[MAE of uniform random guessing] = MAE / 1.6 for 5 levels.
@@ -24,7 +26,13 @@ kept, prediction = median of the posterior predictive level distribution, the MA
 level). Reported: NMAE per partition, mean and sd over partitions, seconds per Gibbs sweep
 (compile time separate) and, with ``--time-k100``, the per-sweep time of Gibbs M3F at K = 100.
 
-Run from the repository root (float32 by default; ``--x64`` for float64)::
+Float64 by default (``--float32`` to opt out): at ``C >= 0.1`` a float32 chain can hit a
+pair with ``|zeta| ~ 1e-4``, whose ``omega = 1/lambda`` (mean ``2/(C |zeta|)``, heavy right
+tail) reaches ``~1e8``; the rank-one term ``b_ij U_i U_i^T`` then swamps ``B_j`` beyond float32
+precision and its Cholesky factor turns NaN (seen at sweep 4 with ``C = 0.178``, K = 100).
+A non-finite test score stops the run instead of being scored as a rating.
+
+Run from the repository root::
 
     python benchmarks/m3f_movielens.py --datasets ml-100k
     python benchmarks/m3f_movielens.py --datasets ml-100k --partitions 1 --c-grid 5 --skip-fm
@@ -70,11 +78,15 @@ def load(name: str, min_ratings: int = 20):
     return users, items, y.astype(np.int64)
 
 
-def _gibbs_levels(algorithm, key, sweeps, test_users):
+def _gibbs_levels(algorithm, key, sweeps, test_users, score_name="score_test_rb"):
     iterations, burn_in = sweeps
     result = run(algorithm, key, iterations - burn_in, num_warmup=burn_in, progress_bar=False)
     stats, post = result.trace["sample_stats"], result.trace["posterior"]
-    score = stats["score_test"][0].mean(0)
+    score = stats[score_name][0].mean(0)
+    if not np.all(np.isfinite(score)):
+        raise FloatingPointError(
+            "non-finite Gibbs scores (float32 breakdown? run without --float32)"
+        )
     theta = post["theta"][0].mean(0)
     levels = np.asarray(m3f.levels_from_scores(jnp.asarray(score), jnp.asarray(theta[test_users])))
     t = result.timings
@@ -104,7 +116,8 @@ def fit_gibbs(kind, train, n_users, n_items, C, test, args, seed, validation=Fal
     sweeps = (
         (args.val_iterations, args.val_burn_in) if validation else (args.iterations, args.burn_in)
     )
-    return _gibbs_levels(algorithm, jax.random.key(seed), sweeps, test[0])
+    score_name = "score_test" if args.plain_mean else "score_test_rb"
+    return _gibbs_levels(algorithm, jax.random.key(seed), sweeps, test[0], score_name)
 
 
 def fit_baseline(train, n_users, n_items, reg, test, args, seed):
@@ -173,7 +186,10 @@ def run_dataset(name, args):
         models += ["bnpjax FMOrdinal", "myFM OrderedProbit"]
     scores = {m: [] for m in models}
     seconds = {m: [] for m in models}
-    for part in range(args.partitions):
+    parts = range(args.partitions)
+    if args.only_partitions:
+        parts = [int(p) for p in args.only_partitions.split(",")]
+    for part in parts:
         test_mask = weak_split(users, part)
         tr = ~test_mask
         train = (users[tr], items[tr], y[tr])
@@ -234,7 +250,7 @@ def run_dataset(name, args):
                 seconds[label].append(fit_s)
                 print(f"   {label}: test NMAE {scores[label][-1]:.4f} ({fit_s:.1f} s fit)")
     print(
-        f"RESULT {name} (NMAE over {args.partitions} partitions; time: median s/sweep for Gibbs,"
+        f"RESULT {name} (NMAE over partitions {list(parts)}; time: median s/sweep for Gibbs,"
         " s per fit otherwise)"
     )
     for label in models:
@@ -304,8 +320,17 @@ def main():
     )
     parser.add_argument("--time-only", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--x64", action="store_true")
+    parser.add_argument(
+        "--only-partitions", default="", help="comma-separated partition ids (default: all)"
+    )
+    parser.add_argument(
+        "--plain-mean",
+        action="store_true",
+        help="average the drawn scores instead of the Rao-Blackwellized ones",
+    )
+    parser.add_argument("--float32", action="store_true", help="float32 (default float64)")
     args = parser.parse_args()
+    args.x64 = not args.float32
     if args.x64:
         jax.config.update("jax_enable_x64", True)
     print(f"date: {time.strftime('%Y-%m-%d %H:%M')}")
