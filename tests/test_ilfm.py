@@ -144,6 +144,10 @@ def test_cluster_start_finds_the_planted_communities():
     assert np.all(np.asarray(state.F)[:, 2:] == 0)
     with pytest.raises(ValueError, match="init_strategy"):
         ilfm.gibbs(data, init_strategy="irm")
+    with pytest.raises(ValueError, match="num_init_features"):
+        ilfm.gibbs(data, num_init_features=0, init_strategy="cluster")
+    with pytest.raises(ValueError, match="num_clusters"):
+        ilfm.cluster_features(jax.random.key(0), data, 0)
 
 
 def test_loaders_shapes_and_masks():

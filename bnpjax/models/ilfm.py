@@ -575,9 +575,10 @@ def cluster_features(key, data: ILFMData, num_clusters: int, iterations: int = 3
     profiles (:func:`_entity_profiles`). With one feature per entity this is a latent-class
     (IRM-like) partition, which the sampler then refines into overlapping features; clusters
     left empty give inactive slots."""
+    if isinstance(num_clusters, bool) or not isinstance(num_clusters, int) or num_clusters < 1:
+        raise ValueError(f"num_clusters must be a positive integer, got {num_clusters!r}")
     X = _entity_profiles(data)
-    N = X.shape[0]
-    num_clusters = min(num_clusters, N)
+    num_clusters = min(num_clusters, X.shape[0])
 
     def squared_distances(centres):
         cross = X @ centres.T
@@ -624,15 +625,13 @@ def _init(data, hyper, key, *, capacity, num_init_features, step_size, alpha, in
     if init_strategy == "cluster":
         clusters = cluster_features(key_f, data, num_init_features)
         F = jnp.zeros((N, capacity), dtype).at[:, : clusters.shape[1]].set(clusters) > 0
-        active = F.sum(0) > 0
-        pair = active[:, None] & active[None, :]
-        W = _block_weights(data, F.astype(dtype), bias) * pair
+        W = _block_weights(data, F.astype(dtype), bias)
     else:
         slots = jnp.arange(capacity) < num_init_features
         F = (jax.random.uniform(key_f, (N, capacity)) < 0.5) & slots
-        active = F.sum(0) > 0
-        pair = active[:, None] & active[None, :]
-        W = 0.1 * hyper.sigma_w * jax.random.normal(key_w, (R, capacity, capacity), dtype) * pair
+        W = 0.1 * hyper.sigma_w * jax.random.normal(key_w, (R, capacity, capacity), dtype)
+    active = F.sum(0) > 0
+    W = W * (active[:, None] & active[None, :])
     beta = jnp.zeros((R, data.X.shape[0]), dtype)
     log_step = jnp.asarray(math.log(step_size), dtype)
     return ILFMState(F.astype(dtype), W, bias, jnp.asarray(alpha, dtype), log_step, beta)
@@ -785,6 +784,10 @@ def gibbs(
     if num_init_features is None:
         relations_per_model = 1 if mode == "single" else data.Y.shape[0]
         num_init_features = 4 if relations_per_model == 1 else 10
+    elif isinstance(num_init_features, bool) or not isinstance(num_init_features, int):
+        raise ValueError(f"num_init_features must be an integer, got {num_init_features!r}")
+    elif num_init_features < (1 if init_strategy == "cluster" else 0):
+        raise ValueError(f"num_init_features is out of range, got {num_init_features}")
     num_init_features = min(int(num_init_features), capacity)
     settings = dict(
         link=link,
