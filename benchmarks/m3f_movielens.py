@@ -78,22 +78,30 @@ def load(name: str, min_ratings: int = 20):
     return users, items, y.astype(np.int64)
 
 
-def _gibbs_levels(algorithm, key, sweeps, test_users, score_name="score_test_rb"):
+def _gibbs_levels(algorithm, key, sweeps, test_users, score_name="score_test_rb", chains=1):
     iterations, burn_in = sweeps
-    result = run(algorithm, key, iterations - burn_in, num_warmup=burn_in, progress_bar=False)
+    result = run(
+        algorithm,
+        key,
+        iterations - burn_in,
+        num_warmup=burn_in,
+        num_chains=chains,
+        progress_bar=False,
+    )
     stats, post = result.trace["sample_stats"], result.trace["posterior"]
-    score = stats[score_name][0].mean(0)
+    # the posterior mean pools the kept draws of every chain
+    score = np.asarray(stats[score_name]).mean(axis=(0, 1))
     if not np.all(np.isfinite(score)):
         raise FloatingPointError(
             "non-finite Gibbs scores (float32 breakdown? run without --float32)"
         )
-    theta = post["theta"][0].mean(0)
+    theta = np.asarray(post["theta"]).mean(axis=(0, 1))
     levels = np.asarray(m3f.levels_from_scores(jnp.asarray(score), jnp.asarray(theta[test_users])))
     t = result.timings
     per_sweep = (t.get("warmup_s", 0.0) + t.get("sampling_s", 0.0)) / iterations
     extra = ""
     if "num_features" in post:
-        extra = f", K+ {post['num_features'][0, -1]}"
+        extra = f", K+ {np.asarray(post['num_features'])[:, -1].tolist()}"
     return levels, per_sweep, t.get("compile_s", 0.0), extra
 
 
@@ -117,7 +125,9 @@ def fit_gibbs(kind, train, n_users, n_items, C, test, args, seed, validation=Fal
         (args.val_iterations, args.val_burn_in) if validation else (args.iterations, args.burn_in)
     )
     score_name = "score_test" if args.plain_mean else "score_test_rb"
-    return _gibbs_levels(algorithm, jax.random.key(seed), sweeps, test[0], score_name)
+    return _gibbs_levels(
+        algorithm, jax.random.key(seed), sweeps, test[0], score_name, chains=args.chains
+    )
 
 
 def fit_baseline(train, n_users, n_items, reg, test, args, seed):
@@ -266,35 +276,48 @@ def run_dataset(name, args):
 
 
 def time_only(args):
-    """Per-sweep time of Gibbs M3F (and iPM3F) on the ML-100K training set of partition 0."""
-    users, items, y = load("ml-100k")
-    n_users, n_items = int(users.max()) + 1, int(items.max()) + 1
-    tr = ~weak_split(users, 0)
-    data = m3f.make_data(users[tr], items[tr], y[tr], n_users, n_items, 5, margin=args.margin)
-    hyper = m3f.make_hyper(5, C=0.1, margin=args.margin)
-    for label, algorithm in (
-        (
-            f"Gibbs M3F K={args.rank}",
-            m3f.gibbs(data, rank=args.rank, hyper=hyper, keep_factors=False),
-        ),
-        (
-            "Gibbs iPM3F",
-            m3f.ipm3f_gibbs(data, hyper=hyper, capacity=args.capacity, keep_factors=False),
-        ),
-    ):
-        times = []
-        compile_s = 0.0
-        for rep in range(args.repeats):
-            result = run(algorithm, jax.random.key(rep), args.iterations, progress_bar=False)
-            compile_s += result.timings.get("compile_s", 0.0)
-            times.append(result.timings["sampling_s"] / args.iterations)
-        extra = ""
-        if "num_features" in result.trace["posterior"]:
-            extra = f", final K+ {result.trace['posterior']['num_features'][0, -1]}"
-        print(
-            f"RESULT time {label}: {statistics.median(times):.4f} s/sweep (median of "
-            f"{args.repeats} runs of {args.iterations} sweeps; compile {compile_s:.1f} s{extra})"
-        )
+    """Per-sweep time of Gibbs M3F (and iPM3F unless ``--skip-ipm3f``) on the training set of
+    partition 0 of each of ``--datasets``, C = 0.1."""
+    for name in args.datasets.split(","):
+        users, items, y = load(name.strip())
+        n_users, n_items = int(users.max()) + 1, int(items.max()) + 1
+        tr = ~weak_split(users, 0)
+        data = m3f.make_data(users[tr], items[tr], y[tr], n_users, n_items, 5, margin=args.margin)
+        hyper = m3f.make_hyper(5, C=0.1, margin=args.margin)
+        kernels = [
+            (
+                f"Gibbs M3F K={args.rank}",
+                m3f.gibbs(data, rank=args.rank, hyper=hyper, keep_factors=False),
+            )
+        ]
+        if not args.skip_ipm3f:
+            kernels.append(
+                (
+                    "Gibbs iPM3F",
+                    m3f.ipm3f_gibbs(data, hyper=hyper, capacity=args.capacity, keep_factors=False),
+                )
+            )
+        for label, algorithm in kernels:
+            times = []
+            compile_s = 0.0
+            for rep in range(args.repeats):
+                result = run(
+                    algorithm,
+                    jax.random.key(rep),
+                    args.iterations,
+                    num_chains=args.chains,
+                    progress_bar=False,
+                )
+                compile_s += result.timings.get("compile_s", 0.0)
+                times.append(result.timings["sampling_s"] / args.iterations)
+            extra = ""
+            if "num_features" in result.trace["posterior"]:
+                extra = f", final K+ {result.trace['posterior']['num_features'][0, -1]}"
+            print(
+                f"RESULT time {name} {label} chains={args.chains} x64={args.x64}: "
+                f"{statistics.median(times):.4f} s/sweep (median of {args.repeats} runs of "
+                f"{args.iterations} sweeps; compile {compile_s:.1f} s{extra})"
+            )
 
 
 def main():
@@ -327,6 +350,12 @@ def main():
         "--plain-mean",
         action="store_true",
         help="average the drawn scores instead of the Rao-Blackwellized ones",
+    )
+    parser.add_argument(
+        "--chains",
+        type=int,
+        default=1,
+        help="Gibbs chains run side by side (vmap); the posterior mean pools their draws",
     )
     parser.add_argument("--float32", action="store_true", help="float32 (default float64)")
     args = parser.parse_args()
