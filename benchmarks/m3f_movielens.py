@@ -214,6 +214,8 @@ def run_dataset(name, args):
         for kind, label in (("m3f", "Gibbs M3F"), ("ipm3f", "Gibbs iPM3F")):
             if args.fm_only or (kind == "ipm3f" and args.skip_ipm3f):
                 continue
+            if kind == "m3f" and args.skip_m3f:
+                continue
             if len(grid) == 1:
                 chosen[kind] = grid[0]
             elif kind == "ipm3f" and args.ipm3f_c_from_m3f:
@@ -240,7 +242,7 @@ def run_dataset(name, args):
                 f"   {label}: C={chosen[kind]:.4f} test NMAE {scores[label][-1]:.4f}, "
                 f"{sweep:.3f} s/sweep (compile {compile_s:.1f} s{extra})"
             )
-        if not args.fm_only:
+        if not (args.fm_only or args.skip_map):
             label = "optax M3F (R&S 2005)"
             best = None
             for reg in regs if len(regs) > 1 else []:
@@ -337,6 +339,8 @@ def main():
     parser.add_argument("--map-iter", type=int, default=300)
     parser.add_argument("--skip-fm", action="store_true")
     parser.add_argument("--skip-ipm3f", action="store_true")
+    parser.add_argument("--skip-m3f", action="store_true")
+    parser.add_argument("--skip-map", action="store_true", help="no optax baseline")
     parser.add_argument("--fm-only", action="store_true", help="only the two ordinal FMs")
     parser.add_argument(
         "--ipm3f-c-from-m3f", action="store_true", help="reuse M3F's validated C for iPM3F"
