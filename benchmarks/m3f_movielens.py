@@ -15,8 +15,10 @@ Protocol (``../shared/design/m3f.md``, the authors' code chokkyvista/iPM3F):
   posterior-mean scores and thresholds; the scores are Rao-Blackwellized (the conditional
   mean of one factor block given the rest, :mod:`bnpjax.models.m3f`; ``--plain-mean`` for
   the average of the drawn scores) (``--val-iterations`` / ``--val-burn-in`` for the
-  validation fits, shorter to save time if needed). Gibbs iPM3F: alpha = 3, sigma = 1,
-  kappa = 10, the same sweeps and rule;
+  validation fits, shorter to save time if needed); ``--chains`` runs several chains side by
+  side (vmap) and pools their draws in the posterior mean. Gibbs iPM3F: alpha = 3, sigma = 1,
+  kappa = 10, the same sweeps and rule (``--feature-step parallel`` for the row-parallel
+  feature step, the same posterior);
 * NMAE = MAE / E[MAE of uniform random guessing] = MAE / 1.6 for 5 levels.
 
 Baselines on the same split: M3F by optimization (Rennie & Srebro 2005, smooth hinge,
@@ -24,7 +26,10 @@ per-user thresholds, ``optax.lbfgs``; :func:`bnpjax.models.m3f.fit_map`), bnpjax
 ``FMOrdinal`` and myFM's ``MyFMOrderedProbit`` (one-hot user and item, rank 10, 200 sweeps, 150
 kept, prediction = median of the posterior predictive level distribution, the MAE-optimal
 level). Reported: NMAE per partition, mean and sd over partitions, seconds per Gibbs sweep
-(compile time separate) and, with ``--time-k100``, the per-sweep time of Gibbs M3F at K = 100.
+(compile time separate; one sweep of all chains together) and, with ``--time-only``, the
+per-sweep time of Gibbs M3F at K = 100 (and of iPM3F unless ``--skip-ipm3f``) on each of
+``--datasets``. ``--skip-m3f``, ``--skip-ipm3f``, ``--skip-map`` and ``--skip-fm`` leave models
+out, e.g. to run iPM3F with a C chosen in an earlier run (``--c-grid E``, one exponent).
 
 Float64 by default (``--float32`` to opt out): at ``C >= 0.1`` a float32 chain can hit a
 pair with ``|zeta| ~ 1e-4``, whose ``omega = 1/lambda`` (mean ``2/(C |zeta|)``, heavy right
@@ -120,6 +125,7 @@ def fit_gibbs(kind, train, n_users, n_items, C, test, args, seed, validation=Fal
             capacity=args.capacity,
             test=test,
             keep_factors=False,
+            feature_step=args.feature_step,
         )
     sweeps = (
         (args.val_iterations, args.val_burn_in) if validation else (args.iterations, args.burn_in)
@@ -296,7 +302,13 @@ def time_only(args):
             kernels.append(
                 (
                     "Gibbs iPM3F",
-                    m3f.ipm3f_gibbs(data, hyper=hyper, capacity=args.capacity, keep_factors=False),
+                    m3f.ipm3f_gibbs(
+                        data,
+                        hyper=hyper,
+                        capacity=args.capacity,
+                        keep_factors=False,
+                        feature_step=args.feature_step,
+                    ),
                 )
             )
         for label, algorithm in kernels:
@@ -340,6 +352,12 @@ def main():
     parser.add_argument("--skip-fm", action="store_true")
     parser.add_argument("--skip-ipm3f", action="store_true")
     parser.add_argument("--skip-m3f", action="store_true")
+    parser.add_argument(
+        "--feature-step",
+        default="sequential",
+        choices=m3f.FEATURE_STEPS,
+        help="iPM3F's Z step: the authors' user-by-user sweep or the row-parallel one",
+    )
     parser.add_argument("--skip-map", action="store_true", help="no optax baseline")
     parser.add_argument("--fm-only", action="store_true", help="only the two ordinal FMs")
     parser.add_argument(

@@ -70,6 +70,7 @@ def _stats(state, data):
     else:
         out["K+"] = jnp.sum(state.Z.sum(0) > 0).astype(x.dtype)
         out["sum Z"] = jnp.sum(state.Z)
+        out["alpha"] = state.alpha
     return out
 
 
@@ -108,18 +109,44 @@ def test_geweke_m3f_catches_a_wrong_precision_factor(monkeypatch):
 ALPHA, CAPACITY, KAPPA = 1.0, 12, 4
 
 
-def _ipm3f_geweke():
+def _ipm3f_geweke(alpha_prior=None, feature_step="sequential", capacity=CAPACITY):
     return geweke_test(
         jax.random.key(7),
-        prior_sample=lambda key: m3f.ipm3f_prior_sample(key, BASE, HYPER, ALPHA, CAPACITY),
+        prior_sample=lambda key: m3f.ipm3f_prior_sample(
+            key, BASE, HYPER, ALPHA, capacity, alpha_prior=alpha_prior
+        ),
         data_sample=lambda key, state: m3f.data_sample(key, state, BASE, HYPER),
         kernel=lambda data: m3f.ipm3f_gibbs(
-            data, hyper=HYPER, alpha=ALPHA, kappa=KAPPA, capacity=CAPACITY
+            data,
+            hyper=HYPER,
+            alpha=ALPHA,
+            kappa=KAPPA,
+            capacity=capacity,
+            alpha_prior=alpha_prior,
+            feature_step=feature_step,
         ),
-        test_functions=_stats,
+        # with a fixed alpha its statistic is constant and the harness leaves it out
+        test_functions=_stats if alpha_prior is not None else _stats_fixed_alpha,
         num_marginal=20_000,
         num_successive=4_000,
     )
+
+
+def _stats_fixed_alpha(state, data):
+    out = _stats(state, data)
+    out.pop("alpha", None)
+    return out
+
+
+@pytest.mark.slow
+def test_geweke_ipm3f_row_parallel_with_an_alpha_hyperprior():
+    """The row-parallel feature step (pi_k instantiated per column, all users at once, then all
+    users' singletons at once) plus alpha | Z ~ Gamma(a + K+, b + H_N), with alpha ~
+    Gamma(6, rate 6) a priori (mean 1 as in the fixed-alpha test) and room for the larger K+
+    of a large alpha. alpha is one of the test functions."""
+    result = _ipm3f_geweke(alpha_prior=(6.0, 6.0), feature_step="parallel", capacity=24)
+    assert result.passed, str(result)
+    assert "alpha" in str(result)
 
 
 @pytest.mark.slow

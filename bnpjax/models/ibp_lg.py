@@ -416,20 +416,6 @@ def _collapsed_step(data, hyper, key, state, *, kappa, flags):
 # row-parallel Gibbs
 
 
-def _sample_nonempty_column(key, log_odds):
-    """Draw independent ``z_i ~ Bernoulli(sigmoid(log_odds_i))`` conditioned on at least one
-    ``z_i = 1``, exactly and in parallel: the first row that is on, ``J``, has
-    ``P(J = j) ∝ q_j prod_{i<j} (1 - q_i)``; rows before it are off, rows after it free."""
-    key_first, key_rest = jax.random.split(key)
-    log_q = -jax.nn.softplus(-log_odds)
-    log_1mq = -jax.nn.softplus(log_odds)
-    before = jnp.cumsum(log_1mq) - log_1mq  # exclusive prefix sums
-    first = sample_categorical(key_first, log_q + before)
-    rows = jnp.arange(log_odds.shape[0])
-    free = jnp.log(jax.random.uniform(key_rest, log_odds.shape, log_odds.dtype)) < log_q
-    return jnp.where(rows < first, False, jnp.where(rows == first, True, free))
-
-
 def _parallel_step(data, hyper, key, state, *, kappa, flags):
     key_order, key_cols, key_new, key_A, key_rest = jax.random.split(key, 5)
     N, D = data.X.shape
@@ -458,7 +444,7 @@ def _parallel_step(data, hyper, key, state, *, kappa, flags):
         resid_off = resid + z_k[:, None] * a_k  # residual with z_ik = 0, every row at once
         gain = (2 * resid_off @ a_k - a_k @ a_k) / (2 * sigma_x2)
         log_odds = jnp.log(pi) - jnp.log1p(-pi) + gain
-        on = _sample_nonempty_column(key_z, log_odds)
+        on = ibp.sample_nonempty_column(key_z, log_odds)
         on = jnp.where(active, on, False).astype(Z.dtype)
         return Z.at[:, k].set(on), resid_off - on[:, None] * a_k
 

@@ -117,6 +117,23 @@ Users in turn (the IBP couples rows through :math:`m_{-i,k}`):
 Users are visited bucket by bucket (a fixed systematic order); the buffer of feature columns
 grows through the driver when a user needs more free columns than there are.
 
+**Row-parallel iPM3F** (``feature_step="parallel"``). Given :math:`V`, :math:`\theta` and
+:math:`\lambda` the users share nothing but the IBP counts :math:`m_{-i,k}`. Instantiating
+the feature probabilities removes that coupling, as in Zhang, Dubey & Williamson (2017)'s
+hybrid sampler and :func:`bnpjax.models.ibp_lg.parallel_gibbs` (whose module docstring has the
+finite-model limit): for each instantiated column :math:`k`, in a uniformly random order,
+:math:`\pi_k \mid z_k \sim \mathrm{Beta}(m_k, N - m_k + 1)`, then every user's
+:math:`z_{ik} \mid \pi_k, \cdot` at once, with log-odds
+:math:`\log\frac{\pi_k}{1-\pi_k} + \sum_{j \in \mathcal I_i} V_{jk}(\xi_{ij} -
+b_{ij} x^{-k}_{ij} - b_{ij} V_{jk}/2)` (:math:`x^{-k}_{ij}` the score with :math:`z_{ik} = 0`),
+conditioned on the column staying non-empty (:func:`bnpjax.priors.ibp.sample_nonempty_column`).
+Then every user's singleton features are redrawn at once: features held by exactly one user
+form, under the IBP, a Poisson process independent of the shared ones, with
+:math:`\mathrm{Poisson}(\alpha/N)` singletons per user independently; so the block
+(number, weights) of the previous section is exact for all users together. The sweep costs
+:math:`O(K_+ |\mathcal I|)` as :math:`K_+` steps over all pairs in parallel, with no loop over
+users. Both feature steps leave the same posterior invariant (each has its Geweke test).
+
 **Prediction.** The rating-level rule :math:`1 + \#\{r : \theta_{ir} < x_{ij}\}` applied to
 posterior-mean scores and thresholds. A single draw of :math:`x_{ij}` is very noisy (the
 pseudo-posterior of :math:`U_i` is wide), so the plain average over draws converges slowly.
@@ -249,6 +266,19 @@ def _positive_int(value, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def _gamma_prior(prior, name: str) -> tuple[float, float] | None:
+    """``None`` or a (shape, rate) pair of positive finite numbers."""
+    if prior is None:
+        return None
+    try:
+        shape, rate = (float(v) for v in prior)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be None or a (shape, rate) pair, got {prior!r}") from None
+    if not (np.isfinite(shape) and np.isfinite(rate) and shape > 0 and rate > 0):
+        raise ValueError(f"{name} must hold a positive shape and rate, got {prior!r}")
+    return shape, rate
 
 
 def _buckets(owner: np.ndarray, num: int) -> tuple[Bucket, ...]:
@@ -627,14 +657,86 @@ def new_feature_log_weights(b, xi_res, valid, sigma, alpha, num_users, kappa: in
     """Unnormalized ``log p(k_i = k | rest)``, ``k = 0..kappa`` (module docstring): the
     truncated Poisson(alpha/N) prior plus, per rated item, ``-k/2 log sigma^2 - 1/2 log|P_k|
     + xi'^2/2 1^T P_k^{-1} 1`` with ``P_k = I/sigma^2 + b 1 1^T`` (seed eqs. 29, 31, 33)."""
-    logdet, quad = equicorrelation_terms(1.0 / sigma**2, b, kappa)  # (w, kappa + 1)
-    k = jnp.arange(kappa + 1, dtype=b.dtype)
-    per_pair = -k * jnp.log(sigma) - 0.5 * logdet + 0.5 * xi_res[:, None] ** 2 * quad
+    per_pair = _new_feature_pair_terms(b, xi_res, sigma, kappa)
     loglik = jnp.sum(jnp.where(valid[:, None], per_pair, 0.0), axis=0)
     return ibp.new_feature_log_prior(alpha, num_users, kappa).astype(b.dtype) + loglik
 
 
+def _new_feature_pair_terms(b, xi_res, sigma, kappa: int):
+    """Per rated pair and ``k = 0..kappa``: the log of the new weights' Gaussian integral."""
+    logdet, quad = equicorrelation_terms(1.0 / sigma**2, b, kappa)  # (w, kappa + 1)
+    k = jnp.arange(kappa + 1, dtype=b.dtype)
+    return -k * jnp.log(sigma) - 0.5 * logdet + 0.5 * xi_res[:, None] ** 2 * quad
+
+
+def _parallel_features(key, data, b, xi, Z, V, alpha, sigma, kappa):
+    """Row-parallel Z step (module docstring, "Row-parallel iPM3F"): the instantiated columns
+    in a random order, each for every user at once given ``pi_k``, then every user's
+    singletons and their weights at once. Returns ``Z, V, exceeded, needed``."""
+    key_order, key_cols, key_new, key_v = jax.random.split(key, 4)
+    N, cap = Z.shape
+    M = V.shape[0]
+    users, items = data.users, data.items
+    dtype = V.dtype
+    # active columns in a uniformly random order (the kernel must not depend on slot labels),
+    # inactive ones after them and never visited
+    active0 = Z.sum(0) > 0
+    order = jnp.argsort(jnp.where(active0, jax.random.uniform(key_order, (cap,), dtype), 2.0))
+
+    def column(position, carry):
+        Z, x = carry
+        k = order[position]
+        key_pi, key_z = jax.random.split(jax.random.fold_in(key_cols, k))
+        z_k = Z[:, k]
+        m_k = jnp.sum(z_k)
+        # pi_k | z_k ~ Beta(m_k, N - m_k + 1) as G_a / (G_a + G_b); its log-odds straight from
+        # the two Gamma draws, so that pi_k rounding to 1 cannot give an infinite log-odds
+        g = jax.random.gamma(key_pi, jnp.stack([jnp.maximum(m_k, 1.0), N - m_k + 1.0]), dtype=dtype)
+        v = V[items, k]
+        x_off = x - z_k[users] * v
+        # log pseudo-likelihood ratio of z_ik = 1 against 0, summed over the user's pairs
+        gain = jax.ops.segment_sum(v * (xi - b * x_off - 0.5 * b * v), users, num_segments=N)
+        on = ibp.sample_nonempty_column(key_z, jnp.log(g[0]) - jnp.log(g[1]) + gain)
+        on = jnp.where(m_k > 0, on, False).astype(dtype)
+        return Z.at[:, k].set(on), x_off + on[users] * v
+
+    Z, x = jax.lax.fori_loop(0, jnp.sum(active0), column, (Z, _scores(data, Z, V)))
+
+    # every user's singletons redrawn at once, their weights integrated out
+    singleton = (Z.sum(0) == 1).astype(dtype)
+    x0 = x - _scores(data, Z * singleton, V)
+    Z = Z * (1.0 - singleton)
+    xi_res = xi - b * x0
+    per_pair = _new_feature_pair_terms(b, xi_res, sigma, kappa)
+    log_w = ibp.new_feature_log_prior(alpha, N, kappa).astype(dtype) + jax.ops.segment_sum(
+        per_pair, users, num_segments=N
+    )
+    k_new = sample_categorical(key_new, log_w)
+    owned, shortfall = ibp.place_new_features(Z.sum(0) < 0.5, k_new)
+    Z = Z + owned.astype(dtype)
+
+    # weights of the new columns: prior for every item, posterior for each owner's rated items
+    opened = owned.any(0)
+    eps = jax.random.normal(key_v, (M, cap), dtype)
+    V = jnp.where(opened[None, :], sigma * eps, V)
+    placed = owned.sum(1)  # k_new, or fewer when the buffer ran short (the step is redone)
+    slots = jnp.argsort(~owned, axis=1)[:, :kappa]  # each user's new columns first
+    use = (jnp.arange(kappa)[None, :] < placed[:, None])[users]
+    pair_slots = slots[users]
+    kf = placed[users].astype(dtype)
+    sig2 = sigma**2
+    eta = (1.0 - jax.lax.rsqrt(1.0 + kf * b * sig2)) / jnp.maximum(kf, 1.0)
+    mean = xi_res / (1.0 / sig2 + kf * b)
+    eps_w = eps[items[:, None], pair_slots] * use
+    rated = mean[:, None] + sigma * (eps_w - eta[:, None] * jnp.sum(eps_w, 1, keepdims=True))
+    rows = jnp.where(use, items[:, None], M)  # M: dropped on write
+    V = V.at[rows, pair_slots].set(rated, mode="drop")
+    needed = (jnp.sum(Z.sum(0) > 0) + shortfall).astype(jnp.int32)
+    return Z, V, shortfall > 0, needed
+
+
 FLIPS_PER_ITERATION = 8
+FEATURE_STEPS = ("sequential", "parallel")
 
 
 def _user_features(carry, xs, *, data, b_ext, xi_ext, sigma, alpha, kappa):
@@ -722,7 +824,7 @@ def _user_features(carry, xs, *, data, b_ext, xi_ext, sigma, alpha, kappa):
     return carry, None
 
 
-def _ipm3f_step(data, hyper, key, state, *, num_users, num_items, kappa):
+def _ipm3f_step(data, hyper, key, state, *, num_users, num_items, kappa, alpha_prior, feature_step):
     key_w, key_v, key_t, key_z = jax.random.split(key, 4)
     Z, theta = state.Z, state.theta
     active = Z.sum(0) > 0
@@ -735,9 +837,17 @@ def _ipm3f_step(data, hyper, key, state, *, num_users, num_items, kappa):
     V = V * active  # inactive columns carry nothing (their draws were from the prior)
     theta = _sample_theta(key_t, data, hyper, omega, _scores(data, Z, V), num_users)
     b, xi = _pair_terms(data, hyper, theta, omega)
+    if feature_step == "parallel":
+        Z, V, exceeded, needed = _parallel_features(
+            key_z, data, b, xi, Z, V, state.alpha, hyper.sigma_v, kappa
+        )
+        carry = (Z, V, Z.sum(0), exceeded, needed)
+        buckets = ()
+    else:
+        carry = (Z, V, Z.sum(0), jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+        buckets = data.user_buckets
     b_ext, xi_ext = _extend(b), _extend(xi)
-    carry = (Z, V, Z.sum(0), jnp.zeros((), bool), jnp.zeros((), jnp.int32))
-    for t, bucket in enumerate(data.user_buckets):
+    for t, bucket in enumerate(buckets):
         keys = jax.random.split(jax.random.fold_in(key_z, t), bucket.ids.shape[0])
 
         def user(c, xs):
@@ -755,10 +865,17 @@ def _ipm3f_step(data, hyper, key, state, *, num_users, num_items, kappa):
         carry, _ = jax.lax.scan(user, carry, (bucket.ids, bucket.pairs, keys))
     Z, V, m, exceeded, needed = carry
     V = V * (m > 0)  # columns of features nobody holds any more carry nothing
-    new = IPM3FState(Z, V, theta, omega, state.alpha)
+    alpha = state.alpha
+    if alpha_prior is not None:
+        # alpha | Z ~ Gamma(a + K+, b + H_N): the IBP pmf is alpha^K+ exp(-alpha H_N) in alpha
+        shape, rate = alpha_prior
+        alpha = ibp.sample_alpha(
+            jax.random.fold_in(key, 1), jnp.sum(m > 0), num_users, shape, rate
+        ).astype(alpha.dtype)
+    new = IPM3FState(Z, V, theta, omega, alpha)
     x = _scores(data, Z, V)
     info = M3FInfo(
-        lp=_hinge_log_posterior(data, hyper, ibp.log_prob(Z, state.alpha), V, theta, x),
+        lp=_hinge_log_posterior(data, hyper, ibp.log_prob(Z, alpha), V, theta, x),
         train_mae=_train_mae(data, theta, x),
         num_features=jnp.sum(m > 0).astype(jnp.int32),
         capacity_exceeded=exceeded,
@@ -780,7 +897,7 @@ def _ipm3f_init(data, hyper, key, *, num_users, num_items, capacity, alpha, num_
 
 
 def _ipm3f_trace(data, test, state, info, *, keep_factors):
-    posterior = {"num_features": info.num_features, "theta": state.theta}
+    posterior = {"num_features": info.num_features, "theta": state.theta, "alpha": state.alpha}
     if keep_factors:
         posterior.update(Z=state.Z, V=state.V)
     stats = {"lp": info.lp, "train_mae": info.train_mae}
@@ -803,12 +920,24 @@ def ipm3f_gibbs(
     num_init_features: int = 8,
     test=None,
     keep_factors: bool = True,
+    alpha_prior: tuple[float, float] | None = None,
+    feature_step: str = "sequential",
 ) -> SamplingAlgorithm:
     """Gibbs iPM3F (module docstring) as a kernel for :func:`bnpjax.sample`: ``Z ~ IBP(alpha)``
     (alpha fixed, the authors' 3), at most ``kappa`` new features per user per sweep (the
     authors' 10), a feature buffer of ``capacity`` columns grown by the driver. ``hyper``'s
     ``sigma_v`` is the weight sd :math:`\\sigma`. ``test`` and ``keep_factors`` as in
-    :func:`gibbs`."""
+    :func:`gibbs`.
+
+    ``alpha_prior = (a, b)`` puts a Gamma(shape a, rate b) hyperprior on alpha (``alpha`` is
+    then the starting value) and adds its conjugate draw to every sweep,
+    :math:`\\alpha \\mid Z \\sim \\mathrm{Gamma}(a + K_+, b + H_N)` (seed 002; the IBP pmf is
+    :math:`\\alpha^{K_+} e^{-\\alpha H_N}` times terms free of alpha).
+
+    ``feature_step``: ``"sequential"`` (the authors' sampler: users in turn, each flipping the
+    shared features and redrawing its singletons) or ``"parallel"`` (module docstring,
+    "Row-parallel iPM3F": instantiated columns in turn, all users at once in each, then all
+    users' singletons at once; no loop over users, so it suits a GPU)."""
     if hyper is None:
         hyper = make_hyper(int(data.signs.shape[1]) + 1)
     _check_common(data, hyper)
@@ -818,11 +947,16 @@ def ipm3f_gibbs(
         raise ValueError(f"capacity ({capacity}) must be at least kappa ({kappa})")
     if not (np.isfinite(alpha) and alpha > 0):
         raise ValueError(f"alpha must be positive, got {alpha}")
+    alpha_prior = _gamma_prior(alpha_prior, "alpha_prior")
+    if feature_step not in FEATURE_STEPS:
+        raise ValueError(f"feature_step must be one of {FEATURE_STEPS}, got {feature_step!r}")
     sizes = dict(num_users=data.user_degree.shape[0], num_items=data.item_degree.shape[0])
     test_arrays = _test_arrays(test, data)
     settings = dict(
         hyper=hyper,
         alpha=alpha,
+        alpha_prior=alpha_prior,
+        feature_step=feature_step,
         kappa=kappa,
         num_init_features=num_init_features,
         test=test,
@@ -838,12 +972,26 @@ def ipm3f_gibbs(
             num_init_features=min(int(num_init_features), capacity),
             **sizes,
         ),
-        step=bind(_ipm3f_step, data, hyper, kappa=kappa, **sizes),
+        step=bind(
+            _ipm3f_step,
+            data,
+            hyper,
+            kappa=kappa,
+            alpha_prior=alpha_prior,
+            feature_step=feature_step,
+            **sizes,
+        ),
         trace=bind(_ipm3f_trace, data, test_arrays, keep_factors=bool(keep_factors)),
         spec=ArvizSpec(
             name="m3f.ipm3f_gibbs",
             dims=_dims("Z", "feature"),
-            settings={"kappa": kappa, "alpha": float(alpha), "C": float(hyper.C)},
+            settings={
+                "kappa": kappa,
+                "alpha": float(alpha),
+                "alpha_prior": "fixed" if alpha_prior is None else list(alpha_prior),
+                "feature_step": feature_step,
+                "C": float(hyper.C),
+            },
         ),
         capacity=capacity,
         resize=lambda c: ipm3f_gibbs(data, capacity=c, **settings),
@@ -851,10 +999,16 @@ def ipm3f_gibbs(
     )
 
 
-def ipm3f_prior_sample(key, data: M3FData, hyper: M3FHyper, alpha, capacity: int) -> IPM3FState:
+def ipm3f_prior_sample(
+    key, data: M3FData, hyper: M3FHyper, alpha, capacity: int, alpha_prior=None
+) -> IPM3FState:
     """``Z ~ IBP(alpha)`` (buffet process), active ``V`` from the prior, thresholds from their
-    prior, ``lambda ~ Exponential(rate c/2)`` (the Geweke construction)."""
+    prior, ``lambda ~ Exponential(rate c/2)`` (the Geweke construction). With
+    ``alpha_prior = (a, b)``, alpha is drawn from Gamma(a, rate b) first."""
     key_z, key_rest = jax.random.split(key)
+    if alpha_prior is not None:
+        shape, rate = _gamma_prior(alpha_prior, "alpha_prior")
+        alpha = jax.random.gamma(jax.random.fold_in(key, 1), shape, dtype=data.signs.dtype) / rate
     draw = ibp.sample_buffet(key_z, alpha, data.user_degree.shape[0], capacity)
     base = prior_sample(key_rest, data, hyper, capacity)
     dtype = data.signs.dtype

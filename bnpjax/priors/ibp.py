@@ -42,7 +42,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
-from bnpjax.ops import sample_truncated_poisson, truncated_poisson_log_pmf
+from bnpjax.ops import sample_categorical, sample_truncated_poisson, truncated_poisson_log_pmf
 
 __all__ = [
     "IBPDraw",
@@ -56,6 +56,7 @@ __all__ = [
     "prior_gibbs",
     "sample_alpha",
     "sample_buffet",
+    "sample_nonempty_column",
     "sample_stick_breaking",
 ]
 
@@ -187,6 +188,24 @@ def place_new_features(free, counts) -> tuple[jax.Array, jax.Array]:
     owned = free[None, :] & (rank[None, :] >= starts[:, None]) & (rank[None, :] < ends[:, None])
     shortfall = jnp.maximum(ends[-1] - jnp.sum(free), 0).astype(jnp.int32)
     return owned, shortfall
+
+
+def sample_nonempty_column(key, log_odds) -> jax.Array:
+    """Draw independent ``z_i ~ Bernoulli(sigmoid(log_odds_i))`` conditioned on at least one
+    ``z_i = 1``, exactly and in parallel: the first row that is on, ``J``, has
+    ``P(J = j) ∝ q_j prod_{i<j} (1 - q_i)``; rows before it are off, rows after it free.
+
+    The row-parallel IBP samplers (Zhang, Dubey & Williamson 2017's hybrid scheme) redraw an
+    instantiated column ``z_k | pi_k`` this way: a column that emptied would leave the finite
+    part of the model, so the draw is conditioned on it staying non-empty."""
+    key_first, key_rest = jax.random.split(key)
+    log_q = -jax.nn.softplus(-log_odds)
+    log_1mq = -jax.nn.softplus(log_odds)
+    before = jnp.cumsum(log_1mq) - log_1mq  # exclusive prefix sums
+    first = sample_categorical(key_first, log_q + before)
+    rows = jnp.arange(log_odds.shape[0])
+    free = jnp.log(jax.random.uniform(key_rest, log_odds.shape, log_odds.dtype)) < log_q
+    return jnp.where(rows < first, False, jnp.where(rows == first, True, free))
 
 
 # --------------------------------------------------------------------------------------------
