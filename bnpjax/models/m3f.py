@@ -424,6 +424,12 @@ def _extend(x):
     return jnp.concatenate([x, jnp.zeros((1, *x.shape[1:]), x.dtype)])
 
 
+# Above this many bytes of K x K precision matrices a factor block is drawn in chunks of rows
+# (iPM3F's buffer can reach K ~ 1000, where all M matrices at once need M K^2 8 bytes: 14 GB
+# on ML-100K, 30 GB on ML-1M).
+ROW_BLOCK_BYTES = 1 << 30
+
+
 def _gaussian_rows(key, other, other_ids, b, xi, buckets, sigma, out):
     """Draw every row ``e`` of ``out`` from N(B_e^{-1} h_e, B_e^{-1}) with
     B_e = I / sigma^2 + sum_pairs b F F^T and h_e = sum_pairs xi F, F = other[other_ids[pair]]
@@ -432,8 +438,12 @@ def _gaussian_rows(key, other, other_ids, b, xi, buckets, sigma, out):
     mean = R^{-T} R^{-1} h and row = mean + R^{-T} eps (the second solve takes both right-hand
     sides at once). Returns ``(rows, conditional means)``. (One LAPACK call at a time: jaxlib's
     batched CPU kernels block thread-pool workers, and independent calls running concurrently
-    on a small pool were seen to deadlock.)"""
+    on a small pool were seen to deadlock.) When the matrices of all rows would exceed
+    ``ROW_BLOCK_BYTES``, the rows are drawn in chunks by :func:`_gaussian_rows_chunked`."""
     K = out.shape[1]
+    num_rows = sum(int(bucket.ids.shape[0]) for bucket in buckets)
+    if num_rows * K * K * out.dtype.itemsize > ROW_BLOCK_BYTES:
+        return _gaussian_rows_chunked(key, other, other_ids, b, xi, buckets, sigma, out)
     ids_ext = _extend(other_ids)
     b_ext, xi_ext = _extend(b), _extend(xi)
     eye = jnp.eye(K, dtype=out.dtype) / sigma**2
@@ -451,6 +461,49 @@ def _gaussian_rows(key, other, other_ids, b, xi, buckets, sigma, out):
     both = solve_triangular(R, jnp.concatenate([z, eps], -1), lower=True, trans="T")
     mean = both[..., 0]
     return out.at[ids].set(mean + both[..., 1]), out.at[ids].set(mean)
+
+
+def _gaussian_rows_chunked(key, other, other_ids, b, xi, buckets, sigma, out):
+    """:func:`_gaussian_rows` with at most ``ROW_BLOCK_BYTES`` of matrices at a time: each
+    bucket's rows in chunks, one compiled loop per bucket, the loops chained through the rows
+    they write (so one LAPACK call runs at a time). The same conditionals, drawn row by row
+    independently (the rows are conditionally independent given ``other``)."""
+    K = out.shape[1]
+    nnz = b.shape[0]
+    ids_ext = _extend(other_ids)
+    b_ext, xi_ext = _extend(b), _extend(xi)
+    eye = jnp.eye(K, dtype=out.dtype) / sigma**2
+    per_chunk = max(1, ROW_BLOCK_BYTES // (K * K * out.dtype.itemsize))
+    num_out = out.shape[0]
+    draws, means = out, out
+    for t, bucket in enumerate(buckets):
+        n, w = bucket.pairs.shape
+        size = min(per_chunk, n)
+        num_chunks = -(-n // size)
+        extra = num_chunks * size - n
+        # padded rows: the dummy pair (weight 0) and an id past the end (dropped on write)
+        pairs = jnp.pad(bucket.pairs, ((0, extra), (0, 0)), constant_values=nnz)
+        ids = jnp.pad(bucket.ids, (0, extra), constant_values=num_out)
+        pairs = pairs.reshape(num_chunks, size, w)
+        ids = ids.reshape(num_chunks, size)
+        key_t = jax.random.fold_in(key, t)
+
+        def chunk(s, carry, pairs=pairs, ids=ids, key_t=key_t):
+            draws, means = carry
+            p, e = pairs[s], ids[s]
+            G = other[ids_ext[p]]
+            B = jnp.einsum("nwk,nwl->nkl", G * b_ext[p][..., None], G) + eye
+            h = jnp.einsum("nwk,nw->nk", G, xi_ext[p])
+            R = jnp.linalg.cholesky(B)
+            z = solve_triangular(R, h[..., None], lower=True)
+            eps = jax.random.normal(jax.random.fold_in(key_t, s), h.shape, h.dtype)[..., None]
+            both = solve_triangular(R, jnp.concatenate([z, eps], -1), lower=True, trans="T")
+            mean = both[..., 0]
+            draws = draws.at[e].set(mean + both[..., 1], mode="drop")
+            return draws, means.at[e].set(mean, mode="drop")
+
+        draws, means = jax.lax.fori_loop(0, num_chunks, chunk, (draws, means))
+    return draws, means
 
 
 def _sample_theta(key, data, hyper, omega, x, num_users):
@@ -735,7 +788,6 @@ def _parallel_features(key, data, b, xi, Z, V, alpha, sigma, kappa):
     return Z, V, shortfall > 0, needed
 
 
-FLIPS_PER_ITERATION = 8
 FEATURE_STEPS = ("sequential", "parallel")
 
 
@@ -758,11 +810,9 @@ def _user_features(carry, xs, *, data, b_ext, xi_ext, sigma, alpha, kappa):
     order = jnp.argsort(~held)
     uniforms = jax.random.uniform(key_flip, (cap,), V.dtype)
 
-    num_held = jnp.sum(held)
-
     def flip(t, c):
         z, x = c
-        k = order[jnp.minimum(t, cap - 1)]
+        k = order[t]
         delta = 1.0 - 2.0 * z[k]
         x_new = x + delta * Vw[:, k]
         gain = jnp.sum(-0.5 * b * (x_new**2 - x**2) + xi * (x_new - x))
@@ -770,19 +820,10 @@ def _user_features(carry, xs, *, data, b_ext, xi_ext, sigma, alpha, kappa):
         prior = jnp.where(
             z[k] > 0, jnp.log1p(-p_on) - jnp.log(p_on), jnp.log(p_on) - jnp.log1p(-p_on)
         )
-        take = (jnp.log(uniforms[k]) < -jax.nn.softplus(-(gain + prior))) & (t < num_held)
+        take = jnp.log(uniforms[k]) < -jax.nn.softplus(-(gain + prior))
         return jnp.where(take, z.at[k].set(1.0 - z[k]), z), jnp.where(take, x_new, x)
 
-    def flip_block(block, c):
-        # FLIPS_PER_ITERATION sequential flips per loop iteration (the last block masked):
-        # the same chain as one flip per iteration, with a fraction of the loop overhead,
-        # which on a GPU is a host round trip per iteration
-        for j in range(FLIPS_PER_ITERATION):
-            c = flip(block * FLIPS_PER_ITERATION + j, c)
-        return c
-
-    num_blocks = (num_held + FLIPS_PER_ITERATION - 1) // FLIPS_PER_ITERATION
-    z, x = jax.lax.fori_loop(0, num_blocks, flip_block, (z, x))
+    z, x = jax.lax.fori_loop(0, jnp.sum(held), flip, (z, x))
     singles = z * (~held)
     x0 = x - Vw @ singles
     xi_res = xi - b * x0
