@@ -301,7 +301,7 @@ def time_only(args):
         if not args.skip_ipm3f:
             kernels.append(
                 (
-                    "Gibbs iPM3F",
+                    f"Gibbs iPM3F ({args.feature_step} feature step)",
                     m3f.ipm3f_gibbs(
                         data,
                         hyper=hyper,

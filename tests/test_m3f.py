@@ -341,6 +341,12 @@ def test_bad_input_is_rejected_naming_the_argument():
         m3f.gibbs(data, rank=0)
     with pytest.raises(ValueError, match="capacity"):
         m3f.ipm3f_gibbs(data, capacity=4, kappa=10)
+    with pytest.raises(ValueError, match="feature_step"):
+        m3f.ipm3f_gibbs(data, feature_step="rows")
+    with pytest.raises(ValueError, match="alpha_prior"):
+        m3f.ipm3f_gibbs(data, alpha_prior=(1.0, -1.0))
+    with pytest.raises(ValueError, match="alpha_prior"):
+        m3f.ipm3f_gibbs(data, alpha_prior=3.0)
     with pytest.raises(ValueError, match="test ids"):
         m3f.gibbs(data, test=([0], [7]))
 
@@ -381,6 +387,9 @@ def test_cli_demo_and_fit(tmp_path, capsys):
     args = ["fit", "m3f", "--data", str(tmp_path / "r.csv"), "--test", str(tmp_path / "t.csv")]
     assert main([*args, "--out", str(out), "--rank", "2", "--margin", "1", *short]) == 0
     assert "test NMAE" in capsys.readouterr().out and out.stat().st_size > 0
+    ipm3f = ["--sampler", "ipm3f", "--feature-step", "parallel", "--margin", "1"]
+    assert main([*args, *ipm3f, *short]) == 0
+    assert "test NMAE" in capsys.readouterr().out
     (tmp_path / "bad.csv").write_text("user,item,rating\n0,0,2.5\n1,1,1\n")
     assert main(["fit", "m3f", "--data", str(tmp_path / "bad.csv"), *short]) == 2
     assert "ratings must hold integers" in capsys.readouterr().err
