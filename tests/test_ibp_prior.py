@@ -173,3 +173,34 @@ def test_prior_gibbs_grows_its_buffer():
 
     harmonic = sum(1 / i for i in range(1, 21))
     assert abs(k.mean() - 4.0 * harmonic) < 4.5 * float(az.mcse(k, method="mean"))
+
+
+def test_nonempty_column_draw_matches_the_restricted_bernoulli_law():
+    """N = 3 rows: the 7 non-empty patterns against prod q^z (1 - q)^(1 - z), renormalized,
+    within 5 Monte Carlo standard errors; and no draw is empty."""
+    log_odds = jnp.array([-1.5, 0.3, 2.0])
+    n = 100_000
+    draws = jax.vmap(lambda k: ibp.sample_nonempty_column(k, log_odds))(
+        jax.random.split(jax.random.key(0), n)
+    )
+    draws = np.asarray(draws).astype(int)
+    assert draws.sum(1).min() == 1
+    q = 1.0 / (1.0 + np.exp(-np.asarray(log_odds)))
+    codes = draws @ np.array([4, 2, 1])
+    for code in range(1, 8):
+        z = np.array([(code >> 2) & 1, (code >> 1) & 1, code & 1])
+        p = np.prod(np.where(z == 1, q, 1 - q)) / (1 - np.prod(1 - q))
+        freq = np.mean(codes == code)
+        assert abs(freq - p) < 5 * np.sqrt(p * (1 - p) / n), (z, freq, p)
+
+
+def test_feature_log_odds_is_the_logit_of_a_beta_draw():
+    """sigmoid(feature_log_odds) ~ Beta(m, N - m + 1): Kolmogorov-Smirnov against SciPy, and
+    a Beta with the counts swapped is rejected by the same test."""
+    z_k = jnp.array([1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0])  # m = 3 of N = 7
+    draws = jax.vmap(lambda k: ibp.feature_log_odds(k, z_k))(
+        jax.random.split(jax.random.key(1), 20_000)
+    )
+    pi = 1.0 / (1.0 + np.exp(-np.asarray(draws, dtype=np.float64)))
+    assert stats.kstest(pi, stats.beta(3, 5).cdf).pvalue > 1e-3
+    assert stats.kstest(pi, stats.beta(5, 3).cdf).pvalue < 1e-6

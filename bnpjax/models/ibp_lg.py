@@ -66,31 +66,26 @@ is an exact conditional of the joint, so the joint posterior is invariant.
 **Row-parallel Gibbs** (:func:`parallel_gibbs`). Rows are coupled in the collapsed sampler
 through the counts :math:`m_{-i,k}` and through ``A``. Instantiating what couples them makes the
 rows conditionally independent (Zhang, Dubey & Williamson 2017's hybrid scheme, here with every
-row parallel): in the finite beta-Bernoulli model with ``K`` columns
-(:math:`\pi_k \sim \mathrm{Beta}(\alpha/K, 1)`, :math:`z_{ik} \sim \mathrm{Bernoulli}(\pi_k)`)
-the Gibbs blocks are
+row parallel). One sweep:
 
-1. :math:`\pi_k \mid Z \sim \mathrm{Beta}(\alpha/K + m_k, 1 + N - m_k)`;
-2. :math:`z_i \mid \pi, A, \sigma_X, x_i`, independently for every row ``i`` (given
-   :math:`\pi` and ``A`` the rows share nothing), columns of the row in turn;
+1. for each instantiated column :math:`k`, in a uniformly random order: draw
+   :math:`\pi_k \mid z_k \sim \mathrm{Beta}(m_k, N - m_k + 1)`, then the whole column
+   :math:`z_k \mid \pi_k, A, \sigma_X, X` for all rows at once (given :math:`\pi_k` and ``A``
+   the rows share nothing), conditioned on staying non-empty;
+2. remove every row's singleton columns and redraw them for all rows at once: row ``i``
+   switches on :math:`k` new columns with
+
+   .. math::
+
+       p(k_{new} = k) \propto \mathrm{Poisson}(k; \alpha / N)\;
+           \mathcal N\!\left(x_i; z_i A, (\sigma_X^2 + k \sigma_A^2) I_D\right);
+
 3. :math:`A \mid Z, X` and the rest as in the collapsed sampler.
 
-As :math:`K \to \infty` block 1 gives :math:`\pi_k \sim \mathrm{Beta}(m_k, N - m_k + 1)` for the
-:math:`K_+` used columns, while the infinitely many empty columns have total expected weight
-:math:`\sum_k E[\pi_k] \to \alpha / (N + 1)` and prior weights ``A``. In block 2 a row therefore
-switches on :math:`k_{new}` empty columns with
-
-.. math::
-
-    p(k_{new} = k) \propto \mathrm{Poisson}(k; \alpha / (N + 1))\;
-        \mathcal N\!\left(x_i; z_i A, (\sigma_X^2 + k \sigma_A^2) I_D\right),
-
-and two rows share an empty column with probability zero, so every row draws its new columns
-independently, all rows at once. Each block is an exact conditional of the finite model for
-every ``K``, hence the limiting kernel leaves the IBP posterior invariant; :math:`\pi` is
-redrawn from block 1 before every use, so it is not kept in the state. The sweep costs
-``O(N K D)`` as ``K`` sequential steps over all rows in parallel, plus ``O(N K^2 + K^3)`` for
-``A``.
+Each block is an exact conditional of the IBP model; the argument (the IBP's features as a
+Poisson process of probability-column pairs) is in :mod:`bnpjax.priors.ibp`. :math:`\pi` is
+redrawn before every use, so it is not kept in the state. The sweep costs ``O(N K D)`` as
+``K`` sequential steps over all rows in parallel, plus ``O(N K^2 + K^3)`` for ``A``.
 
 Both samplers truncate the number of new features per row at ``kappa`` (seed 001, App. A).
 """
@@ -420,35 +415,23 @@ def _parallel_step(data, hyper, key, state, *, kappa, flags):
     key_order, key_cols, key_new, key_A, key_rest = jax.random.split(key, 5)
     N, D = data.X.shape
     Z, A, X = state.Z, state.A, state.X
-    C = Z.shape[1]
     sigma_x2, sigma_a2 = state.sigma_x**2, state.sigma_a**2
-    # active columns in a uniformly random order (the kernel must not depend on slot labels),
-    # inactive ones after them and never visited
-    active0 = Z.sum(0) > 0
-    order = jnp.argsort(jnp.where(active0, jax.random.uniform(key_order, (C,)), 2.0))
+    order = ibp.active_column_order(key_order, Z)
 
     def column(position, carry):
         Z, resid = carry
         k = order[position]
         key_pi, key_z = jax.random.split(jax.random.fold_in(key_cols, k))
         z_k = Z[:, k]
-        m_k = jnp.sum(z_k)
-        active = m_k > 0
         # data augmentation: pi_k | z_k ~ Beta(m_k, N - m_k + 1), then z_k | pi_k, kept non-empty
-        # Beta(a, b) as G_a / (G_a + G_b): one Gamma sampler in the compiled loop, not two
-        g = jax.random.gamma(
-            key_pi, jnp.stack([jnp.maximum(m_k, 1.0), N - m_k + 1.0]), dtype=Z.dtype
-        )
-        pi = g[0] / (g[0] + g[1])
         a_k = A[k]
         resid_off = resid + z_k[:, None] * a_k  # residual with z_ik = 0, every row at once
         gain = (2 * resid_off @ a_k - a_k @ a_k) / (2 * sigma_x2)
-        log_odds = jnp.log(pi) - jnp.log1p(-pi) + gain
-        on = ibp.sample_nonempty_column(key_z, log_odds)
-        on = jnp.where(active, on, False).astype(Z.dtype)
+        on = ibp.sample_nonempty_column(key_z, ibp.feature_log_odds(key_pi, z_k) + gain)
+        on = jnp.where(jnp.sum(z_k) > 0, on, False).astype(Z.dtype)
         return Z.at[:, k].set(on), resid_off - on[:, None] * a_k
 
-    Z, resid = jax.lax.fori_loop(0, jnp.sum(active0), column, (Z, X - Z @ A))
+    Z, resid = jax.lax.fori_loop(0, jnp.sum(Z.sum(0) > 0), column, (Z, X - Z @ A))
 
     # singletons of every row redrawn at once: given the columns shared by >= 2 rows the rows'
     # singleton counts are independent, Poisson(alpha / N) a priori, their weights integrated

@@ -115,24 +115,29 @@ Users in turn (the IBP couples rows through :math:`m_{-i,k}`):
   get their new weights from the prior. The truncation is the authors' :math:`\kappa`.
 
 Users are visited bucket by bucket (a fixed systematic order); the buffer of feature columns
-grows through the driver when a user needs more free columns than there are.
+grows through the driver when a user needs more free columns than there are. With
+``alpha_prior = (a, b)`` the sweep ends with :math:`\alpha \mid Z \sim \mathrm{Gamma}(a +
+K_+, b + H_N)` (seed 002).
 
 **Row-parallel iPM3F** (``feature_step="parallel"``). Given :math:`V`, :math:`\theta` and
 :math:`\lambda` the users share nothing but the IBP counts :math:`m_{-i,k}`. Instantiating
-the feature probabilities removes that coupling, as in Zhang, Dubey & Williamson (2017)'s
-hybrid sampler and :func:`bnpjax.models.ibp_lg.parallel_gibbs` (whose module docstring has the
-finite-model limit): for each instantiated column :math:`k`, in a uniformly random order,
-:math:`\pi_k \mid z_k \sim \mathrm{Beta}(m_k, N - m_k + 1)`, then every user's
-:math:`z_{ik} \mid \pi_k, \cdot` at once, with log-odds
-:math:`\log\frac{\pi_k}{1-\pi_k} + \sum_{j \in \mathcal I_i} V_{jk}(\xi_{ij} -
-b_{ij} x^{-k}_{ij} - b_{ij} V_{jk}/2)` (:math:`x^{-k}_{ij}` the score with :math:`z_{ik} = 0`),
-conditioned on the column staying non-empty (:func:`bnpjax.priors.ibp.sample_nonempty_column`).
-Then every user's singleton features are redrawn at once: features held by exactly one user
-form, under the IBP, a Poisson process independent of the shared ones, with
-:math:`\mathrm{Poisson}(\alpha/N)` singletons per user independently; so the block
-(number, weights) of the previous section is exact for all users together. The sweep costs
-:math:`O(K_+ |\mathcal I|)` as :math:`K_+` steps over all pairs in parallel, with no loop over
-users. Both feature steps leave the same posterior invariant (each has its Geweke test).
+the feature probabilities removes that coupling (Zhang, Dubey & Williamson 2017's hybrid
+scheme; :func:`bnpjax.models.ibp_lg.parallel_gibbs` does the same): for each instantiated
+column :math:`k`, in a uniformly random order, :math:`\pi_k \mid z_k \sim \mathrm{Beta}(m_k, N
+- m_k + 1)` (:func:`bnpjax.priors.ibp.feature_log_odds`), then every user's :math:`z_{ik}
+\mid \pi_k, \cdot` at once, with log-odds :math:`\log\frac{\pi_k}{1-\pi_k} + \sum_{j \in
+\mathcal I_i} V_{jk}(\xi_{ij} - b_{ij} x^{-k}_{ij} - b_{ij} V_{jk}/2)` (:math:`x^{-k}_{ij}`
+the score with :math:`z_{ik} = 0`), conditioned on the column staying non-empty
+(:func:`bnpjax.priors.ibp.sample_nonempty_column`). Then every user's singleton features are
+redrawn at once, as a block (number, weights) as in the previous section. Why this is exact
+(the argument is in :mod:`bnpjax.priors.ibp`): the IBP's features are the points of a Poisson
+process of (probability, column) pairs; a point's probability given its column is that Beta;
+its column given the probability is the Bernoulli pattern restricted to non-empty columns
+(redrawing one point's column cannot delete the point); and the features held by exactly one
+user are, for each user independently, :math:`\mathrm{Poisson}(\alpha/N)` in number and
+independent of the others. The sweep costs :math:`O(K_+ |\mathcal I|)` as :math:`K_+` steps
+over all pairs in parallel, with no loop over users. Both feature steps leave the same
+posterior invariant (each has its Geweke test).
 
 **Prediction.** The rating-level rule :math:`1 + \#\{r : \theta_{ir} < x_{ij}\}` applied to
 posterior-mean scores and thresholds. A single draw of :math:`x_{ij}` is very noisy (the
@@ -155,6 +160,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
+from jax.scipy.stats import gamma as gamma_distribution
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
 from bnpjax.ops import equicorrelation_terms, sample_categorical, sample_inverse_gaussian
@@ -229,7 +235,7 @@ class IPM3FState(NamedTuple):
     V: jax.Array  # (M, capacity); columns of inactive features carry no meaning
     theta: jax.Array  # (N, L-1)
     omega: jax.Array  # (nnz, L-1)
-    alpha: jax.Array  # () IBP concentration (fixed)
+    alpha: jax.Array  # () IBP concentration (fixed, or sampled with alpha_prior)
 
 
 class M3FInfo(NamedTuple):
@@ -272,6 +278,8 @@ def _gamma_prior(prior, name: str) -> tuple[float, float] | None:
     """``None`` or a (shape, rate) pair of positive finite numbers."""
     if prior is None:
         return None
+    if isinstance(prior, (str, bytes)):
+        raise ValueError(f"{name} must be None or a (shape, rate) pair, got {prior!r}")
     try:
         shape, rate = (float(v) for v in prior)
     except (TypeError, ValueError):
@@ -424,10 +432,25 @@ def _extend(x):
     return jnp.concatenate([x, jnp.zeros((1, *x.shape[1:]), x.dtype)])
 
 
-# Above this many bytes of K x K precision matrices a factor block is drawn in chunks of rows
-# (iPM3F's buffer can reach K ~ 1000, where all M matrices at once need M K^2 8 bytes: 14 GB
-# on ML-100K, 30 GB on ML-1M).
+# Above this many bytes of per-row work arrays (the K x K precision matrices and the gathered
+# factor rows) a factor block is drawn in chunks of rows. iPM3F's buffer can reach K ~ 1000,
+# where all M matrices at once need M K^2 8 bytes: 14 GB on ML-100K, 30 GB on ML-1M.
 ROW_BLOCK_BYTES = 1 << 30
+
+
+def column_normals(key, num_rows: int, num_columns: int, dtype) -> jax.Array:
+    """Standard normals ``(num_rows, num_columns)`` whose column ``s`` depends only on ``key``
+    and ``s``: when the driver grows a feature buffer and reruns a chunk, every column that
+    existed before gets the same noise, so the rerun retraces the same chain (a draw of shape
+    ``(rows, capacity)`` would reshuffle all of it)."""
+    return jax.vmap(
+        lambda s: jax.random.normal(jax.random.fold_in(key, s), (num_rows,), dtype), out_axes=1
+    )(jnp.arange(num_columns))
+
+
+def _bucket_row_bytes(bucket, K, itemsize) -> int:
+    width = int(bucket.pairs.shape[1])
+    return (K * K + 2 * width * K) * itemsize
 
 
 def _gaussian_rows(key, other, other_ids, b, xi, buckets, sigma, out):
@@ -438,12 +461,15 @@ def _gaussian_rows(key, other, other_ids, b, xi, buckets, sigma, out):
     mean = R^{-T} R^{-1} h and row = mean + R^{-T} eps (the second solve takes both right-hand
     sides at once). Returns ``(rows, conditional means)``. (One LAPACK call at a time: jaxlib's
     batched CPU kernels block thread-pool workers, and independent calls running concurrently
-    on a small pool were seen to deadlock.) When the matrices of all rows would exceed
-    ``ROW_BLOCK_BYTES``, the rows are drawn in chunks by :func:`_gaussian_rows_chunked`."""
-    K = out.shape[1]
-    num_rows = sum(int(bucket.ids.shape[0]) for bucket in buckets)
-    if num_rows * K * K * out.dtype.itemsize > ROW_BLOCK_BYTES:
-        return _gaussian_rows_chunked(key, other, other_ids, b, xi, buckets, sigma, out)
+    on a small pool were seen to deadlock.) The noise ``eps`` of row ``e`` is row ``e`` of
+    :func:`column_normals`. When the work arrays of all rows would exceed ``ROW_BLOCK_BYTES``,
+    the rows are drawn in chunks by :func:`_gaussian_rows_chunked`."""
+    num_out, K = out.shape
+    itemsize = out.dtype.itemsize
+    noise = column_normals(key, num_out, K, out.dtype)
+    total = sum(int(bk.ids.shape[0]) * _bucket_row_bytes(bk, K, itemsize) for bk in buckets)
+    if total > ROW_BLOCK_BYTES:
+        return _gaussian_rows_chunked(noise, other, other_ids, b, xi, buckets, sigma, out)
     ids_ext = _extend(other_ids)
     b_ext, xi_ext = _extend(b), _extend(xi)
     eye = jnp.eye(K, dtype=out.dtype) / sigma**2
@@ -451,52 +477,51 @@ def _gaussian_rows(key, other, other_ids, b, xi, buckets, sigma, out):
     for bucket in buckets:
         G = other[ids_ext[bucket.pairs]]  # (n, w, K)
         weight = b_ext[bucket.pairs]
-        Bs.append(jnp.einsum("nwk,nwl->nkl", G * weight[..., None], G) + eye)
+        Bs.append(jnp.einsum("nwk,nw,nwl->nkl", G, weight, G) + eye)
         hs.append(jnp.einsum("nwk,nw->nk", G, xi_ext[bucket.pairs]))
     ids = jnp.concatenate([bucket.ids for bucket in buckets])
     B, h = jnp.concatenate(Bs), jnp.concatenate(hs)
     R = jnp.linalg.cholesky(B)
     z = solve_triangular(R, h[..., None], lower=True)
-    eps = jax.random.normal(key, h.shape, h.dtype)[..., None]
+    eps = noise[ids][..., None]
     both = solve_triangular(R, jnp.concatenate([z, eps], -1), lower=True, trans="T")
     mean = both[..., 0]
     return out.at[ids].set(mean + both[..., 1]), out.at[ids].set(mean)
 
 
-def _gaussian_rows_chunked(key, other, other_ids, b, xi, buckets, sigma, out):
-    """:func:`_gaussian_rows` with at most ``ROW_BLOCK_BYTES`` of matrices at a time: each
-    bucket's rows in chunks, one compiled loop per bucket, the loops chained through the rows
-    they write (so one LAPACK call runs at a time). The same conditionals, drawn row by row
-    independently (the rows are conditionally independent given ``other``)."""
-    K = out.shape[1]
+def _gaussian_rows_chunked(noise, other, other_ids, b, xi, buckets, sigma, out):
+    """:func:`_gaussian_rows` with at most about ``ROW_BLOCK_BYTES`` of work arrays at a time:
+    each bucket's rows in equal chunks, one compiled loop per bucket, the loops chained through
+    the rows they write (so one LAPACK call runs at a time). The same conditionals and the same
+    noise per row; the rows are conditionally independent given ``other``."""
+    num_out, K = out.shape
     nnz = b.shape[0]
     ids_ext = _extend(other_ids)
     b_ext, xi_ext = _extend(b), _extend(xi)
     eye = jnp.eye(K, dtype=out.dtype) / sigma**2
-    per_chunk = max(1, ROW_BLOCK_BYTES // (K * K * out.dtype.itemsize))
-    num_out = out.shape[0]
+    noise_ext = _extend(noise)  # padded rows read the dummy row
     draws, means = out, out
-    for t, bucket in enumerate(buckets):
+    for bucket in buckets:
         n, w = bucket.pairs.shape
-        size = min(per_chunk, n)
-        num_chunks = -(-n // size)
+        per_chunk = max(1, ROW_BLOCK_BYTES // _bucket_row_bytes(bucket, K, out.dtype.itemsize))
+        num_chunks = -(-n // per_chunk)
+        size = -(-n // num_chunks)  # equal chunks: the padding stays under one row per chunk
         extra = num_chunks * size - n
         # padded rows: the dummy pair (weight 0) and an id past the end (dropped on write)
         pairs = jnp.pad(bucket.pairs, ((0, extra), (0, 0)), constant_values=nnz)
         ids = jnp.pad(bucket.ids, (0, extra), constant_values=num_out)
         pairs = pairs.reshape(num_chunks, size, w)
         ids = ids.reshape(num_chunks, size)
-        key_t = jax.random.fold_in(key, t)
 
-        def chunk(s, carry, pairs=pairs, ids=ids, key_t=key_t):
+        def chunk(s, carry, pairs=pairs, ids=ids):
             draws, means = carry
             p, e = pairs[s], ids[s]
             G = other[ids_ext[p]]
-            B = jnp.einsum("nwk,nwl->nkl", G * b_ext[p][..., None], G) + eye
+            B = jnp.einsum("nwk,nw,nwl->nkl", G, b_ext[p], G) + eye
             h = jnp.einsum("nwk,nw->nk", G, xi_ext[p])
             R = jnp.linalg.cholesky(B)
             z = solve_triangular(R, h[..., None], lower=True)
-            eps = jax.random.normal(jax.random.fold_in(key_t, s), h.shape, h.dtype)[..., None]
+            eps = noise_ext[e][..., None]
             both = solve_triangular(R, jnp.concatenate([z, eps], -1), lower=True, trans="T")
             mean = both[..., 0]
             draws = draws.at[e].set(mean + both[..., 1], mode="drop")
@@ -731,29 +756,24 @@ def _parallel_features(key, data, b, xi, Z, V, alpha, sigma, kappa):
     M = V.shape[0]
     users, items = data.users, data.items
     dtype = V.dtype
-    # active columns in a uniformly random order (the kernel must not depend on slot labels),
-    # inactive ones after them and never visited
-    active0 = Z.sum(0) > 0
-    order = jnp.argsort(jnp.where(active0, jax.random.uniform(key_order, (cap,), dtype), 2.0))
+    order = ibp.active_column_order(key_order, Z)
 
     def column(position, carry):
         Z, x = carry
         k = order[position]
         key_pi, key_z = jax.random.split(jax.random.fold_in(key_cols, k))
         z_k = Z[:, k]
-        m_k = jnp.sum(z_k)
-        # pi_k | z_k ~ Beta(m_k, N - m_k + 1) as G_a / (G_a + G_b); its log-odds straight from
-        # the two Gamma draws, so that pi_k rounding to 1 cannot give an infinite log-odds
-        g = jax.random.gamma(key_pi, jnp.stack([jnp.maximum(m_k, 1.0), N - m_k + 1.0]), dtype=dtype)
         v = V[items, k]
         x_off = x - z_k[users] * v
         # log pseudo-likelihood ratio of z_ik = 1 against 0, summed over the user's pairs
         gain = jax.ops.segment_sum(v * (xi - b * x_off - 0.5 * b * v), users, num_segments=N)
-        on = ibp.sample_nonempty_column(key_z, jnp.log(g[0]) - jnp.log(g[1]) + gain)
-        on = jnp.where(m_k > 0, on, False).astype(dtype)
+        # only columns active at the start are visited, and they stay non-empty
+        on = ibp.sample_nonempty_column(key_z, ibp.feature_log_odds(key_pi, z_k) + gain)
+        on = on.astype(dtype)
         return Z.at[:, k].set(on), x_off + on[users] * v
 
-    Z, x = jax.lax.fori_loop(0, jnp.sum(active0), column, (Z, _scores(data, Z, V)))
+    num_active = jnp.sum(Z.sum(0) > 0)
+    Z, x = jax.lax.fori_loop(0, num_active, column, (Z, _scores(data, Z, V)))
 
     # every user's singletons redrawn at once, their weights integrated out
     singleton = (Z.sum(0) == 1).astype(dtype)
@@ -770,7 +790,7 @@ def _parallel_features(key, data, b, xi, Z, V, alpha, sigma, kappa):
 
     # weights of the new columns: prior for every item, posterior for each owner's rated items
     opened = owned.any(0)
-    eps = jax.random.normal(key_v, (M, cap), dtype)
+    eps = column_normals(key_v, M, cap, dtype)
     V = jnp.where(opened[None, :], sigma * eps, V)
     placed = owned.sum(1)  # k_new, or fewer when the buffer ran short (the step is redone)
     slots = jnp.argsort(~owned, axis=1)[:, :kappa]  # each user's new columns first
@@ -833,12 +853,14 @@ def _user_features(carry, xs, *, data, b_ext, xi_ext, sigma, alpha, kappa):
     owned = owned[0]
     z = jnp.where(held, z, owned.astype(z.dtype))
 
+    placed = jnp.sum(owned)  # k_new, or fewer when the buffer ran short (the step is redone)
+
     def write_new_columns(V):
         # weights of the new columns: prior for every item, posterior for the rated ones
         slots = jnp.argsort(~owned)[:kappa]
-        use = jnp.arange(kappa) < k_new
+        use = jnp.arange(kappa) < placed
         eps = jax.random.normal(key_v, (M, kappa), V.dtype) * use
-        kf = k_new.astype(V.dtype)
+        kf = placed.astype(V.dtype)
         sig2 = sigma**2
         grow = 1.0 + kf * b * sig2
         eta = (1.0 - jax.lax.rsqrt(grow)) / jnp.maximum(kf, 1.0)
@@ -853,7 +875,9 @@ def _user_features(carry, xs, *, data, b_ext, xi_ext, sigma, alpha, kappa):
 
     # Most users open no feature in a sweep; skipping the M x kappa prior draws for them is
     # what keeps the sequential user loop cheap (those draws dominated the sweep on a CPU).
-    V = jax.lax.cond(k_new > 0, write_new_columns, lambda V: V, V)
+    # Under vmap (several chains in one program) the cond becomes a select and both branches
+    # run: still exact, no longer cheaper.
+    V = jax.lax.cond(placed > 0, write_new_columns, lambda V: V, V)
     Z = Z.at[i].set(z)
     carry = (
         Z,
@@ -865,8 +889,29 @@ def _user_features(carry, xs, *, data, b_ext, xi_ext, sigma, alpha, kappa):
     return carry, None
 
 
+def _sequential_features(key, data, b, xi, Z, V, alpha, sigma, kappa):
+    """The authors' Z step (module docstring, "Gibbs iPM3F"): users in turn, bucket by bucket.
+    Returns ``Z, V, exceeded, needed``."""
+    b_ext, xi_ext = _extend(b), _extend(xi)
+    carry = (Z, V, Z.sum(0), jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+    for t, bucket in enumerate(data.user_buckets):
+        keys = jax.random.split(jax.random.fold_in(key, t), bucket.ids.shape[0])
+        user = functools.partial(
+            _user_features,
+            data=data,
+            b_ext=b_ext,
+            xi_ext=xi_ext,
+            sigma=sigma,
+            alpha=alpha,
+            kappa=kappa,
+        )
+        carry, _ = jax.lax.scan(user, carry, (bucket.ids, bucket.pairs, keys))
+    Z, V, _, exceeded, needed = carry
+    return Z, V, exceeded, needed
+
+
 def _ipm3f_step(data, hyper, key, state, *, num_users, num_items, kappa, alpha_prior, feature_step):
-    key_w, key_v, key_t, key_z = jax.random.split(key, 4)
+    key_w, key_v, key_t, key_z, key_alpha = jax.random.split(key, 5)
     Z, theta = state.Z, state.theta
     active = Z.sum(0) > 0
     x = _scores(data, Z, state.V)
@@ -878,45 +923,25 @@ def _ipm3f_step(data, hyper, key, state, *, num_users, num_items, kappa, alpha_p
     V = V * active  # inactive columns carry nothing (their draws were from the prior)
     theta = _sample_theta(key_t, data, hyper, omega, _scores(data, Z, V), num_users)
     b, xi = _pair_terms(data, hyper, theta, omega)
-    if feature_step == "parallel":
-        Z, V, exceeded, needed = _parallel_features(
-            key_z, data, b, xi, Z, V, state.alpha, hyper.sigma_v, kappa
-        )
-        carry = (Z, V, Z.sum(0), exceeded, needed)
-        buckets = ()
-    else:
-        carry = (Z, V, Z.sum(0), jnp.zeros((), bool), jnp.zeros((), jnp.int32))
-        buckets = data.user_buckets
-    b_ext, xi_ext = _extend(b), _extend(xi)
-    for t, bucket in enumerate(buckets):
-        keys = jax.random.split(jax.random.fold_in(key_z, t), bucket.ids.shape[0])
-
-        def user(c, xs):
-            return _user_features(
-                c,
-                xs,
-                data=data,
-                b_ext=b_ext,
-                xi_ext=xi_ext,
-                sigma=hyper.sigma_v,
-                alpha=state.alpha,
-                kappa=kappa,
-            )
-
-        carry, _ = jax.lax.scan(user, carry, (bucket.ids, bucket.pairs, keys))
-    Z, V, m, exceeded, needed = carry
+    features = _parallel_features if feature_step == "parallel" else _sequential_features
+    Z, V, exceeded, needed = features(key_z, data, b, xi, Z, V, state.alpha, hyper.sigma_v, kappa)
+    m = Z.sum(0)
     V = V * (m > 0)  # columns of features nobody holds any more carry nothing
     alpha = state.alpha
     if alpha_prior is not None:
         # alpha | Z ~ Gamma(a + K+, b + H_N): the IBP pmf is alpha^K+ exp(-alpha H_N) in alpha
         shape, rate = alpha_prior
-        alpha = ibp.sample_alpha(
-            jax.random.fold_in(key, 1), jnp.sum(m > 0), num_users, shape, rate
-        ).astype(alpha.dtype)
+        alpha = ibp.sample_alpha(key_alpha, jnp.sum(m > 0), num_users, shape, rate).astype(
+            alpha.dtype
+        )
+    feature_log_prior = ibp.log_prob(Z, alpha)
+    if alpha_prior is not None:
+        shape, rate = alpha_prior
+        feature_log_prior += gamma_distribution.logpdf(alpha, shape, scale=1.0 / rate)
     new = IPM3FState(Z, V, theta, omega, alpha)
     x = _scores(data, Z, V)
     info = M3FInfo(
-        lp=_hinge_log_posterior(data, hyper, ibp.log_prob(Z, alpha), V, theta, x),
+        lp=_hinge_log_posterior(data, hyper, feature_log_prior, V, theta, x),
         train_mae=_train_mae(data, theta, x),
         num_features=jnp.sum(m > 0).astype(jnp.int32),
         capacity_exceeded=exceeded,
@@ -965,15 +990,16 @@ def ipm3f_gibbs(
     feature_step: str = "sequential",
 ) -> SamplingAlgorithm:
     """Gibbs iPM3F (module docstring) as a kernel for :func:`bnpjax.sample`: ``Z ~ IBP(alpha)``
-    (alpha fixed, the authors' 3), at most ``kappa`` new features per user per sweep (the
-    authors' 10), a feature buffer of ``capacity`` columns grown by the driver. ``hyper``'s
-    ``sigma_v`` is the weight sd :math:`\\sigma`. ``test`` and ``keep_factors`` as in
-    :func:`gibbs`.
+    (alpha fixed at the authors' 3 unless ``alpha_prior`` is given), at most ``kappa`` new
+    features per user per sweep (the authors' 10), a feature buffer of ``capacity`` columns
+    grown by the driver. ``hyper``'s ``sigma_v`` is the weight sd :math:`\\sigma`. ``test`` and
+    ``keep_factors`` as in :func:`gibbs`.
 
     ``alpha_prior = (a, b)`` puts a Gamma(shape a, rate b) hyperprior on alpha (``alpha`` is
     then the starting value) and adds its conjugate draw to every sweep,
     :math:`\\alpha \\mid Z \\sim \\mathrm{Gamma}(a + K_+, b + H_N)` (seed 002; the IBP pmf is
-    :math:`\\alpha^{K_+} e^{-\\alpha H_N}` times terms free of alpha).
+    :math:`\\alpha^{K_+} e^{-\\alpha H_N}` times terms free of alpha; exact up to the kappa
+    truncation of new features, whose normalizer the conditional leaves out).
 
     ``feature_step``: ``"sequential"`` (the authors' sampler: users in turn, each flipping the
     shared features and redrawing its singletons) or ``"parallel"`` (module docstring,
@@ -1046,10 +1072,10 @@ def ipm3f_prior_sample(
     """``Z ~ IBP(alpha)`` (buffet process), active ``V`` from the prior, thresholds from their
     prior, ``lambda ~ Exponential(rate c/2)`` (the Geweke construction). With
     ``alpha_prior = (a, b)``, alpha is drawn from Gamma(a, rate b) first."""
-    key_z, key_rest = jax.random.split(key)
+    key_z, key_rest, key_alpha = jax.random.split(key, 3)
     if alpha_prior is not None:
         shape, rate = _gamma_prior(alpha_prior, "alpha_prior")
-        alpha = jax.random.gamma(jax.random.fold_in(key, 1), shape, dtype=data.signs.dtype) / rate
+        alpha = jax.random.gamma(key_alpha, shape, dtype=data.signs.dtype) / rate
     draw = ibp.sample_buffet(key_z, alpha, data.user_degree.shape[0], capacity)
     base = prior_sample(key_rest, data, hyper, capacity)
     dtype = data.signs.dtype

@@ -27,6 +27,21 @@ form the INDEX notes): an existing column with :math:`m_{-i,k} > 0` has
 :math:`P(z_{ik} = 1 \mid Z_{-(ik)}) = m_{-i,k} / N`; row ``i`` then takes
 :math:`\mathrm{Poisson}(\alpha / N)` new columns in place of its singletons.
 
+Row-parallel samplers (:func:`active_column_order`, :func:`feature_log_odds`,
+:func:`sample_nonempty_column`; used by ``ibp_lg.parallel_gibbs`` and iPM3F's
+``feature_step="parallel"``). The IBP is the Bernoulli-process limit of a beta process: its
+features are the points :math:`(\pi, h)` of a Poisson process with intensity
+:math:`\alpha \pi^{-1} \prod_{i=1}^N \pi^{h_i} (1 - \pi)^{1 - h_i}\, d\pi` over
+probabilities :math:`\pi \in (0, 1)` and non-empty columns :math:`h \in \{0,1\}^N`. Three
+exact conditionals follow, whatever the likelihood: a point's probability given its column,
+:math:`\pi_k \mid h_k \sim \mathrm{Beta}(m_k, N - m_k + 1)`; a point's column given its
+probability (and the likelihood), independent Bernoulli entries restricted to
+:math:`h_k \neq 0`, since redrawing one point's column cannot delete the point; and the
+points with exactly one owner, which form a Poisson process independent of the others:
+:math:`\mathrm{Poisson}(\alpha \int_0^1 (1 - \pi)^{N-1} d\pi) = \mathrm{Poisson}(\alpha / N)`
+of them per row, independently across rows. So a sweep can redraw each shared column for all
+rows at once and then every row's singletons at once.
+
 Hyperprior: :math:`\alpha \sim \mathrm{Gamma}(a, \text{rate } b)` gives
 :math:`\alpha \mid Z \sim \mathrm{Gamma}(a + K_+, \text{rate } b + H_N)` (seed 002, last
 equation, where the seed's ``b`` is a scale: rate = 1 / scale).
@@ -48,7 +63,9 @@ __all__ = [
     "IBPDraw",
     "IBPGibbsInfo",
     "IBPState",
+    "active_column_order",
     "alpha_posterior",
+    "feature_log_odds",
     "harmonic_number",
     "log_prob",
     "new_feature_log_prior",
@@ -190,14 +207,38 @@ def place_new_features(free, counts) -> tuple[jax.Array, jax.Array]:
     return owned, shortfall
 
 
+def active_column_order(key, Z) -> jax.Array:
+    """Slot indices with the active columns of ``Z`` first, in a uniformly random order (a
+    random scan, so that no column is favoured by its slot label), the inactive ones after
+    them. The row-parallel samplers visit the first ``sum(active)`` of them. One uniform per
+    slot: the order of the existing columns does not change when the buffer grows."""
+    active = Z.sum(0) > 0
+    return jnp.argsort(jnp.where(active, jax.random.uniform(key, active.shape), 2.0))
+
+
+def feature_log_odds(key, z_k) -> jax.Array:
+    """Draw an instantiated feature's probability :math:`\\pi_k \\mid z_k \\sim
+    \\mathrm{Beta}(m_k, N - m_k + 1)` (the finite-model limit of the row-parallel samplers)
+    and return its log-odds :math:`\\log \\pi_k / (1 - \\pi_k)`. Beta(a, b) is
+    :math:`G_a / (G_a + G_b)` with Gamma draws, so the log-odds is :math:`\\log G_a - \\log
+    G_b`: one Gamma sampler in a compiled loop, and finite even where :math:`\\pi_k` would
+    round to 1 in float32."""
+    N = z_k.shape[0]
+    m_k = jnp.sum(z_k)
+    # max(m_k, 1): an empty column is never visited, but a batched loop evaluates it anyway
+    g = jax.random.gamma(key, jnp.stack([jnp.maximum(m_k, 1.0), N - m_k + 1.0]), dtype=z_k.dtype)
+    return jnp.log(g[0]) - jnp.log(g[1])
+
+
 def sample_nonempty_column(key, log_odds) -> jax.Array:
     """Draw independent ``z_i ~ Bernoulli(sigmoid(log_odds_i))`` conditioned on at least one
     ``z_i = 1``, exactly and in parallel: the first row that is on, ``J``, has
     ``P(J = j) ∝ q_j prod_{i<j} (1 - q_i)``; rows before it are off, rows after it free.
 
     The row-parallel IBP samplers (Zhang, Dubey & Williamson 2017's hybrid scheme) redraw an
-    instantiated column ``z_k | pi_k`` this way: a column that emptied would leave the finite
-    part of the model, so the draw is conditioned on it staying non-empty."""
+    instantiated column ``z_k | pi_k`` this way: the feature is a point of a Poisson process
+    whose column is non-empty by definition (module docstring), so its column is drawn
+    conditioned on staying non-empty."""
     key_first, key_rest = jax.random.split(key)
     log_q = -jax.nn.softplus(-log_odds)
     log_1mq = -jax.nn.softplus(log_odds)
