@@ -107,13 +107,15 @@ def _gibbs_levels(algorithm, key, sweeps, test_users, score_name="score_test_rb"
     extra = ""
     if "num_features" in post:
         extra = f", K+ {np.asarray(post['num_features'])[:, -1].tolist()}"
+        extra += f", sigma {np.round(np.asarray(post['sigma_v'])[:, -1], 3).tolist()}"
     return levels, per_sweep, t.get("compile_s", 0.0), extra
 
 
 def fit_gibbs(kind, train, n_users, n_items, C, test, args, seed, validation=False):
     users, items, y = train
     data = m3f.make_data(users, items, y, n_users, n_items, 5, margin=args.margin)
-    hyper = m3f.make_hyper(5, C=C, margin=args.margin)
+    sigma_v = args.ipm3f_sigma if kind == "ipm3f" else 1.0
+    hyper = m3f.make_hyper(5, C=C, margin=args.margin, sigma_v=sigma_v)
     if kind == "m3f":
         algorithm = m3f.gibbs(data, rank=args.rank, hyper=hyper, test=test, keep_factors=False)
     else:
@@ -126,6 +128,7 @@ def fit_gibbs(kind, train, n_users, n_items, C, test, args, seed, validation=Fal
             test=test,
             keep_factors=False,
             feature_step=args.feature_step,
+            weight_precision_prior=args.ipm3f_weight_prior,
         )
     sweeps = (
         (args.val_iterations, args.val_burn_in) if validation else (args.iterations, args.burn_in)
@@ -358,6 +361,19 @@ def main():
         choices=m3f.FEATURE_STEPS,
         help="iPM3F's Z step: the authors' user-by-user sweep or the row-parallel one",
     )
+    parser.add_argument(
+        "--ipm3f-sigma",
+        type=float,
+        default=1.0,
+        help="iPM3F's weight sd sigma (the authors' 1); sets how many binary features a score"
+        " of the margin's size needs",
+    )
+    parser.add_argument(
+        "--ipm3f-weight-prior",
+        default="",
+        help="'a,b': a Gamma(a, rate b) hyperprior on iPM3F's weight precision 1/sigma^2"
+        " (sampled; --ipm3f-sigma is then its starting value)",
+    )
     parser.add_argument("--skip-map", action="store_true", help="no optax baseline")
     parser.add_argument("--fm-only", action="store_true", help="only the two ordinal FMs")
     parser.add_argument(
@@ -382,6 +398,11 @@ def main():
     parser.add_argument("--float32", action="store_true", help="float32 (default float64)")
     args = parser.parse_args()
     args.x64 = not args.float32
+    args.ipm3f_weight_prior = (
+        tuple(float(v) for v in args.ipm3f_weight_prior.split(","))
+        if args.ipm3f_weight_prior
+        else None
+    )
     if args.x64:
         jax.config.update("jax_enable_x64", True)
     print(f"date: {time.strftime('%Y-%m-%d %H:%M')}")

@@ -236,6 +236,7 @@ class IPM3FState(NamedTuple):
     theta: jax.Array  # (N, L-1)
     omega: jax.Array  # (nnz, L-1)
     alpha: jax.Array  # () IBP concentration (fixed, or sampled with alpha_prior)
+    sigma_v: jax.Array  # () weight sd (fixed, or sampled with weight_precision_prior)
 
 
 class M3FInfo(NamedTuple):
@@ -491,44 +492,84 @@ def _gaussian_rows(key, other, other_ids, b, xi, buckets, sigma, out):
 
 def _gaussian_rows_chunked(noise, other, other_ids, b, xi, buckets, sigma, out):
     """:func:`_gaussian_rows` with at most about ``ROW_BLOCK_BYTES`` of work arrays at a time:
-    each bucket's rows in equal chunks, one compiled loop per bucket, the loops chained through
-    the rows they write (so one LAPACK call runs at a time). The same conditionals and the same
-    noise per row; the rows are conditionally independent given ``other``."""
+    the rows, in bucket order (ascending degree), are cut into equal chunks; each chunk's pairs
+    are padded to the widest row in it, and ONE loop over the chunks builds each chunk's B, h
+    (a switch over the chunk widths) and draws its rows. The same conditionals and the same
+    noise per row; the rows are conditionally independent given ``other``.
+
+    Why one loop with one Cholesky call site: jaxlib's batched CPU Cholesky waits inside an
+    XLA thread-pool worker for work queued on that same pool, so two factorizations that XLA
+    is free to run at once (e.g. from separate loops, which XLA flattens when they have a
+    single iteration) deadlocked on a 2-thread pool."""
     num_out, K = out.shape
     nnz = b.shape[0]
+    itemsize = out.dtype.itemsize
     ids_ext = _extend(other_ids)
     b_ext, xi_ext = _extend(b), _extend(xi)
     eye = jnp.eye(K, dtype=out.dtype) / sigma**2
     noise_ext = _extend(noise)  # padded rows read the dummy row
-    draws, means = out, out
-    for bucket in buckets:
-        n, w = bucket.pairs.shape
-        per_chunk = max(1, ROW_BLOCK_BYTES // _bucket_row_bytes(bucket, K, out.dtype.itemsize))
-        num_chunks = -(-n // per_chunk)
-        size = -(-n // num_chunks)  # equal chunks: the padding stays under one row per chunk
-        extra = num_chunks * size - n
-        # padded rows: the dummy pair (weight 0) and an id past the end (dropped on write)
-        pairs = jnp.pad(bucket.pairs, ((0, extra), (0, 0)), constant_values=nnz)
-        ids = jnp.pad(bucket.ids, (0, extra), constant_values=num_out)
-        pairs = pairs.reshape(num_chunks, size, w)
-        ids = ids.reshape(num_chunks, size)
+    widths = [int(bucket.pairs.shape[1]) for bucket in buckets]
+    counts = [int(bucket.ids.shape[0]) for bucket in buckets]
+    total = sum(counts)
+    row_bytes = (K * K + 2 * max(widths) * K) * itemsize
+    per_chunk = max(1, min(total, ROW_BLOCK_BYTES // row_bytes))
+    num_chunks = -(-total // per_chunk)
+    size = -(-total // num_chunks)  # equal chunks: the padding stays under one chunk's worth
+    # every row's bucket (static) and its global position
+    bucket_of_row = np.repeat(np.arange(len(buckets)), counts)
+    first_row = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    # chunks grouped by their width (that of their widest, i.e. last, row)
+    groups: dict[int, list[int]] = {}
+    for t in range(num_chunks):
+        last = min((t + 1) * size, total) - 1
+        groups.setdefault(widths[bucket_of_row[last]], []).append(t)
+    branch_of_chunk = np.zeros(num_chunks, np.int32)
+    index_in_branch = np.zeros(num_chunks, np.int32)
+    branch_tables = []
+    for g, (width, chunks) in enumerate(sorted(groups.items())):
+        pair_rows, id_rows = [], []
+        for t in chunks:
+            lo, hi = t * size, min((t + 1) * size, total)
+            parts_p, parts_i = [], []
+            for k in np.unique(bucket_of_row[lo:hi]):
+                a = max(lo, first_row[k]) - first_row[k]
+                z = min(hi, first_row[k] + counts[k]) - first_row[k]
+                pad = ((0, 0), (0, width - widths[k]))
+                parts_p.append(jnp.pad(buckets[k].pairs[a:z], pad, constant_values=nnz))
+                parts_i.append(buckets[k].ids[a:z])
+            extra = size - (hi - lo)
+            # padded rows: the dummy pair (weight 0) and an id past the end (dropped on write)
+            parts_p.append(jnp.full((extra, width), nnz, jnp.int32))
+            parts_i.append(jnp.full((extra,), num_out, jnp.int32))
+            pair_rows.append(jnp.concatenate(parts_p))
+            id_rows.append(jnp.concatenate(parts_i))
+            branch_of_chunk[t], index_in_branch[t] = g, len(pair_rows) - 1
+        branch_tables.append((jnp.stack(pair_rows), jnp.stack(id_rows)))
 
-        def chunk(s, carry, pairs=pairs, ids=ids):
-            draws, means = carry
-            p, e = pairs[s], ids[s]
-            G = other[ids_ext[p]]
-            B = jnp.einsum("nwk,nw,nwl->nkl", G, b_ext[p], G) + eye
-            h = jnp.einsum("nwk,nw->nk", G, xi_ext[p])
-            R = jnp.linalg.cholesky(B)
-            z = solve_triangular(R, h[..., None], lower=True)
-            eps = noise_ext[e][..., None]
-            both = solve_triangular(R, jnp.concatenate([z, eps], -1), lower=True, trans="T")
-            mean = both[..., 0]
-            draws = draws.at[e].set(mean + both[..., 1], mode="drop")
-            return draws, means.at[e].set(mean, mode="drop")
+    def build(s, tables):
+        pairs, ids = tables
+        p, e = pairs[s], ids[s]
+        G = other[ids_ext[p]]
+        B = jnp.einsum("nwk,nw,nwl->nkl", G, b_ext[p], G) + eye
+        h = jnp.einsum("nwk,nw->nk", G, xi_ext[p])
+        return B, h, e
 
-        draws, means = jax.lax.fori_loop(0, num_chunks, chunk, (draws, means))
-    return draws, means
+    branches = [functools.partial(build, tables=tables) for tables in branch_tables]
+    branch_of_chunk = jnp.asarray(branch_of_chunk)
+    index_in_branch = jnp.asarray(index_in_branch)
+
+    def chunk(t, carry):
+        draws, means = carry
+        B, h, e = jax.lax.switch(branch_of_chunk[t], branches, index_in_branch[t])
+        R = jnp.linalg.cholesky(B)
+        z = solve_triangular(R, h[..., None], lower=True)
+        eps = noise_ext[e][..., None]
+        both = solve_triangular(R, jnp.concatenate([z, eps], -1), lower=True, trans="T")
+        mean = both[..., 0]
+        draws = draws.at[e].set(mean + both[..., 1], mode="drop")
+        return draws, means.at[e].set(mean, mode="drop")
+
+    return jax.lax.fori_loop(0, num_chunks, chunk, (out, out))
 
 
 def _sample_theta(key, data, hyper, omega, x, num_users):
@@ -910,8 +951,21 @@ def _sequential_features(key, data, b, xi, Z, V, alpha, sigma, kappa):
     return Z, V, exceeded, needed
 
 
-def _ipm3f_step(data, hyper, key, state, *, num_users, num_items, kappa, alpha_prior, feature_step):
-    key_w, key_v, key_t, key_z, key_alpha = jax.random.split(key, 5)
+def _ipm3f_step(
+    data,
+    hyper,
+    key,
+    state,
+    *,
+    num_users,
+    num_items,
+    kappa,
+    alpha_prior,
+    feature_step,
+    weight_precision_prior=None,
+):
+    key_w, key_v, key_t, key_z, key_alpha, key_sigma = jax.random.split(key, 6)
+    hyper = hyper._replace(sigma_v=state.sigma_v)
     Z, theta = state.Z, state.theta
     active = Z.sum(0) > 0
     x = _scores(data, Z, state.V)
@@ -938,7 +992,17 @@ def _ipm3f_step(data, hyper, key, state, *, num_users, num_items, kappa, alpha_p
     if alpha_prior is not None:
         shape, rate = alpha_prior
         feature_log_prior += gamma_distribution.logpdf(alpha, shape, scale=1.0 / rate)
-    new = IPM3FState(Z, V, theta, omega, alpha)
+    num_weights = num_items * jnp.sum(m > 0)
+    sigma_v = state.sigma_v
+    if weight_precision_prior is not None:
+        sigma_v = _sample_weight_sd(key_sigma, V, num_weights, weight_precision_prior)
+        hyper = hyper._replace(sigma_v=sigma_v)
+        # the weights' Normal normalizer and the precision's Gamma density: both vary with sigma
+        shape, rate = weight_precision_prior
+        feature_log_prior += -num_weights * jnp.log(sigma_v) + gamma_distribution.logpdf(
+            sigma_v**-2, shape, scale=1.0 / rate
+        )
+    new = IPM3FState(Z, V, theta, omega, alpha, sigma_v)
     x = _scores(data, Z, V)
     info = M3FInfo(
         lp=_hinge_log_posterior(data, hyper, feature_log_prior, V, theta, x),
@@ -951,6 +1015,16 @@ def _ipm3f_step(data, hyper, key, state, *, num_users, num_items, kappa, alpha_p
     return new, info
 
 
+def _sample_weight_sd(key, V, num_weights, prior):
+    """sigma_v given the active weights: 1/sigma_v^2 ~ Gamma(a + n/2, b + sum V^2 / 2), n the
+    number of active weights (``V`` is zero outside the active columns). Returns sigma_v."""
+    shape, rate = prior
+    precision = jax.random.gamma(key, shape + 0.5 * num_weights, dtype=V.dtype) / (
+        rate + 0.5 * jnp.sum(V**2)
+    )
+    return jax.lax.rsqrt(precision)
+
+
 def _ipm3f_init(data, hyper, key, *, num_users, num_items, capacity, alpha, num_init_features):
     key_z, key_v, key_w = jax.random.split(key, 3)
     dtype = data.signs.dtype
@@ -959,11 +1033,16 @@ def _ipm3f_init(data, hyper, key, *, num_users, num_items, capacity, alpha, num_
     V = 0.1 * hyper.sigma_v * jax.random.normal(key_v, (num_items, capacity), dtype) * slots
     theta = jnp.broadcast_to(hyper.rho, (num_users, hyper.rho.shape[0])).astype(dtype)
     omega = _sample_omega(key_w, data, hyper, theta, _scores(data, Z, V))
-    return IPM3FState(Z, V, theta, omega, jnp.asarray(alpha, dtype))
+    return IPM3FState(Z, V, theta, omega, jnp.asarray(alpha, dtype), hyper.sigma_v.astype(dtype))
 
 
 def _ipm3f_trace(data, test, state, info, *, keep_factors):
-    posterior = {"num_features": info.num_features, "theta": state.theta, "alpha": state.alpha}
+    posterior = {
+        "num_features": info.num_features,
+        "theta": state.theta,
+        "alpha": state.alpha,
+        "sigma_v": state.sigma_v,
+    }
     if keep_factors:
         posterior.update(Z=state.Z, V=state.V)
     stats = {"lp": info.lp, "train_mae": info.train_mae}
@@ -988,6 +1067,7 @@ def ipm3f_gibbs(
     keep_factors: bool = True,
     alpha_prior: tuple[float, float] | None = None,
     feature_step: str = "sequential",
+    weight_precision_prior: tuple[float, float] | None = None,
 ) -> SamplingAlgorithm:
     """Gibbs iPM3F (module docstring) as a kernel for :func:`bnpjax.sample`: ``Z ~ IBP(alpha)``
     (alpha fixed at the authors' 3 unless ``alpha_prior`` is given), at most ``kappa`` new
@@ -1004,7 +1084,15 @@ def ipm3f_gibbs(
     ``feature_step``: ``"sequential"`` (the authors' sampler: users in turn, each flipping the
     shared features and redrawing its singletons) or ``"parallel"`` (module docstring,
     "Row-parallel iPM3F": instantiated columns in turn, all users at once in each, then all
-    users' singletons at once; no loop over users, so it suits a GPU)."""
+    users' singletons at once; no loop over users, so it suits a GPU).
+
+    ``weight_precision_prior = (a, b)`` puts a Gamma(shape a, rate b) hyperprior on the weight
+    precision :math:`1/\\sigma^2` (``hyper.sigma_v`` is then the starting value) and ends every
+    sweep with its conjugate draw, :math:`1/\\sigma^2 \\mid V \\sim \\mathrm{Gamma}(a + M K_+/2,
+    b + \\sum_{j, k \\text{ active}} V_{jk}^2/2)`. Why it matters: a score of the margin's size
+    (:math:`\\ell = 9`) needs about :math:`(\\ell/\\sigma)^2` active binary features per user, so
+    a fixed :math:`\\sigma = 1` makes the chain keep opening features; with the hyperprior the
+    data set the scale of the weights and the IBP the number of features."""
     if hyper is None:
         hyper = make_hyper(int(data.signs.shape[1]) + 1)
     _check_common(data, hyper)
@@ -1015,6 +1103,7 @@ def ipm3f_gibbs(
     if not (np.isfinite(alpha) and alpha > 0):
         raise ValueError(f"alpha must be positive, got {alpha}")
     alpha_prior = _gamma_prior(alpha_prior, "alpha_prior")
+    weight_precision_prior = _gamma_prior(weight_precision_prior, "weight_precision_prior")
     if feature_step not in FEATURE_STEPS:
         raise ValueError(f"feature_step must be one of {FEATURE_STEPS}, got {feature_step!r}")
     sizes = dict(num_users=data.user_degree.shape[0], num_items=data.item_degree.shape[0])
@@ -1024,6 +1113,7 @@ def ipm3f_gibbs(
         alpha=alpha,
         alpha_prior=alpha_prior,
         feature_step=feature_step,
+        weight_precision_prior=weight_precision_prior,
         kappa=kappa,
         num_init_features=num_init_features,
         test=test,
@@ -1046,6 +1136,7 @@ def ipm3f_gibbs(
             kappa=kappa,
             alpha_prior=alpha_prior,
             feature_step=feature_step,
+            weight_precision_prior=weight_precision_prior,
             **sizes,
         ),
         trace=bind(_ipm3f_trace, data, test_arrays, keep_factors=bool(keep_factors)),
@@ -1057,6 +1148,9 @@ def ipm3f_gibbs(
                 "alpha": float(alpha),
                 "alpha_prior": "fixed" if alpha_prior is None else list(alpha_prior),
                 "feature_step": feature_step,
+                "weight_precision_prior": (
+                    "fixed" if weight_precision_prior is None else list(weight_precision_prior)
+                ),
                 "C": float(hyper.C),
             },
         ),
@@ -1067,20 +1161,38 @@ def ipm3f_gibbs(
 
 
 def ipm3f_prior_sample(
-    key, data: M3FData, hyper: M3FHyper, alpha, capacity: int, alpha_prior=None
+    key,
+    data: M3FData,
+    hyper: M3FHyper,
+    alpha,
+    capacity: int,
+    alpha_prior=None,
+    weight_precision_prior=None,
 ) -> IPM3FState:
     """``Z ~ IBP(alpha)`` (buffet process), active ``V`` from the prior, thresholds from their
     prior, ``lambda ~ Exponential(rate c/2)`` (the Geweke construction). With
-    ``alpha_prior = (a, b)``, alpha is drawn from Gamma(a, rate b) first."""
-    key_z, key_rest, key_alpha = jax.random.split(key, 3)
+    ``alpha_prior = (a, b)``, alpha is drawn from Gamma(a, rate b) first; with
+    ``weight_precision_prior = (a, b)``, the weight precision from Gamma(a, rate b)."""
+    key_z, key_rest, key_alpha, key_sigma = jax.random.split(key, 4)
+    dtype = data.signs.dtype
     if alpha_prior is not None:
         shape, rate = _gamma_prior(alpha_prior, "alpha_prior")
-        alpha = jax.random.gamma(key_alpha, shape, dtype=data.signs.dtype) / rate
+        alpha = jax.random.gamma(key_alpha, shape, dtype=dtype) / rate
+    if weight_precision_prior is not None:
+        shape, rate = _gamma_prior(weight_precision_prior, "weight_precision_prior")
+        precision = jax.random.gamma(key_sigma, shape, dtype=dtype) / rate
+        hyper = hyper._replace(sigma_v=jax.lax.rsqrt(precision))
     draw = ibp.sample_buffet(key_z, alpha, data.user_degree.shape[0], capacity)
     base = prior_sample(key_rest, data, hyper, capacity)
-    dtype = data.signs.dtype
     V = base.V * draw.active
-    return IPM3FState(draw.Z.astype(dtype), V, base.theta, base.omega, jnp.asarray(alpha, dtype))
+    return IPM3FState(
+        draw.Z.astype(dtype),
+        V,
+        base.theta,
+        base.omega,
+        jnp.asarray(alpha, dtype),
+        jnp.asarray(hyper.sigma_v, dtype),
+    )
 
 
 # --------------------------------------------------------------------------------------------
