@@ -695,7 +695,14 @@ def _m3f_run(train, test, num_users, num_items, args, num_levels=5):
             feature_step=getattr(args, "feature_step", "sequential"),
         )
     else:
-        algorithm = m3f.gibbs(data, rank=args.rank, hyper=hyper, test=test, keep_factors=False)
+        algorithm = m3f.gibbs(
+            data,
+            rank=args.rank,
+            hyper=hyper,
+            test=test,
+            keep_factors=False,
+            item_bias=getattr(args, "item_bias", False),
+        )
     idata = _sample(algorithm, args)
     # the Rao-Blackwellized score: the same posterior mean as the drawn scores, less noise
     score = idata.sample_stats["score_test_rb"].mean(("chain", "draw")).values
@@ -733,6 +740,7 @@ def _fit_m3f_arguments(parser):
         default="sequential",
         help="iPM3F: the authors' user-by-user feature sweep, or the row-parallel one",
     )
+    parser.add_argument("--item-bias", action="store_true", help="M3F: an item bias in every score")
     parser.add_argument("--rank", type=int, default=10)
     parser.add_argument("--C", type=float, default=0.1, help="regularization constant")
     parser.add_argument("--margin", type=float, default=9.0, help="hinge margin ell")

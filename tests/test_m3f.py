@@ -49,15 +49,17 @@ def _pairs():
 
 BASE = m3f.make_data(*_pairs(), 4, 3, L, margin=1.0)
 HYPER = m3f.make_hyper(
-    L, C=1.5, sigma_u=1.0, sigma_v=1.0, rho=[-1.0, 1.0], varsigma=1.0, lambda_rate=1.0
+    L, C=1.5, sigma_u=1.0, sigma_v=1.0, rho=[-1.0, 1.0], varsigma=1.0, lambda_rate=1.0, sigma_b=1.0
 )
 
 
-def _stats(state, data, fixed_alpha=False, fixed_sigma=True):
+def _stats(state, data, fixed_alpha=False, fixed_sigma=True, item_bias=False):
     """Test functions; a hyperparameter held fixed is left out (a constant statistic would
     only widen the Bonferroni bound)."""
     F = state.U if isinstance(state, m3f.M3FState) else state.Z
     x = m3f._scores(data, F, state.V)
+    if isinstance(state, m3f.M3FState):
+        x = x + state.bias[data.items]
     lam = 1.0 / state.omega
     out = {
         "sum V^2": jnp.sum(state.V**2),
@@ -72,6 +74,9 @@ def _stats(state, data, fixed_alpha=False, fixed_sigma=True):
     }
     if isinstance(state, m3f.M3FState):
         out["sum U^2"] = jnp.sum(state.U**2)
+        if item_bias:
+            out["sum c"] = jnp.sum(state.bias)
+            out["sum c^2"] = jnp.sum(state.bias**2)
     else:
         out["K+"] = jnp.sum(state.Z.sum(0) > 0).astype(x.dtype)
         out["sum Z"] = jnp.sum(state.Z)
@@ -82,13 +87,13 @@ def _stats(state, data, fixed_alpha=False, fixed_sigma=True):
     return out
 
 
-def _m3f_geweke(num_successive=4_000):
+def _m3f_geweke(num_successive=4_000, item_bias=False):
     return geweke_test(
         jax.random.key(5),
-        prior_sample=lambda key: m3f.prior_sample(key, BASE, HYPER, 2),
+        prior_sample=lambda key: m3f.prior_sample(key, BASE, HYPER, 2, item_bias=item_bias),
         data_sample=lambda key, state: m3f.data_sample(key, state, BASE, HYPER),
-        kernel=lambda data: m3f.gibbs(data, rank=2, hyper=HYPER),
-        test_functions=_stats,
+        kernel=lambda data: m3f.gibbs(data, rank=2, hyper=HYPER, item_bias=item_bias),
+        test_functions=functools.partial(_stats, item_bias=item_bias),
         num_marginal=20_000,
         num_successive=num_successive,
     )
@@ -98,6 +103,14 @@ def _m3f_geweke(num_successive=4_000):
 def test_geweke_m3f():
     result = _m3f_geweke()
     assert result.passed, str(result)
+
+
+@pytest.mark.slow
+def test_geweke_m3f_with_item_biases():
+    """x_ij = U_i . V_j + c_j, (V_j, c_j) drawn as one block, U given c (sigma_b = 1 here)."""
+    result = _m3f_geweke(item_bias=True)
+    assert result.passed, str(result)
+    assert "sum c^2" in str(result)
 
 
 @pytest.mark.slow

@@ -119,6 +119,20 @@ grows through the driver when a user needs more free columns than there are. Wit
 ``alpha_prior = (a, b)`` the sweep ends with :math:`\alpha \mid Z \sim \mathrm{Gamma}(a +
 K_+, b + H_N)` (seed 002).
 
+*Weight scale.* With :math:`\ell = 9` a score of the margin's size needs about
+:math:`(\ell/\sigma)^2` active binary features per user, and at the authors' fixed :math:`\sigma
+= 1` a long chain keeps opening features (hundreds at :math:`C \ge 0.13` on MovieLens), which
+suggests letting :math:`\sigma` adapt. ``weight_precision_prior = (a, b)`` makes :math:`\tau =
+1/\sigma^2 \sim \mathrm{Gamma}(a, b)` part of the model; only the :math:`M K_+` active weights
+have the prior :math:`\mathcal N(0, 1/\tau)`, so :math:`\tau \mid V \sim \mathrm{Gamma}(a + M
+K_+/2, b + \sum_{j, k\ \text{active}} V_{jk}^2/2)`, drawn at the end of the sweep; every other
+step uses the current :math:`\sigma` (the new-feature block integrates its weights under it). On
+ML-100K at :math:`C = 0.1` (Gamma(1, 1), row-parallel step) this did not stop the growth:
+:math:`\sigma` and :math:`K_+` rose together (1.5 and 61 after 10 sweeps, 3.5 and 251 after 60)
+while the training error kept falling, so the hinge pseudo-likelihood, not the weight scale,
+drives :math:`K_+` there; the IBP's penalty per feature is too small against the
+:math:`|\mathcal I|(L-1)` hinge terms.
+
 **Row-parallel iPM3F** (``feature_step="parallel"``). Given :math:`V`, :math:`\theta` and
 :math:`\lambda` the users share nothing but the IBP counts :math:`m_{-i,k}`. Instantiating
 the feature probabilities removes that coupling (Zhang, Dubey & Williamson 2017's hybrid
@@ -213,7 +227,8 @@ class M3FData(NamedTuple):
 
 class M3FHyper(NamedTuple):
     """``C``, prior sds ``sigma_u``, ``sigma_v``, threshold prior ``rho`` (L-1,) and
-    ``varsigma``, and ``lambda_rate`` (0 for the model; see the module docstring)."""
+    ``varsigma``, ``lambda_rate`` (0 for the model; see the module docstring) and the prior sd
+    ``sigma_b`` of the item biases (used by ``gibbs(item_bias=True)``)."""
 
     C: jax.Array
     sigma_u: jax.Array
@@ -221,6 +236,7 @@ class M3FHyper(NamedTuple):
     rho: jax.Array
     varsigma: jax.Array
     lambda_rate: jax.Array
+    sigma_b: jax.Array
 
 
 class M3FState(NamedTuple):
@@ -228,6 +244,7 @@ class M3FState(NamedTuple):
     V: jax.Array  # (M, K)
     theta: jax.Array  # (N, L-1)
     omega: jax.Array  # (nnz, L-1) = 1 / lambda
+    bias: jax.Array  # (M,) item biases c_j (zero, and never drawn, without item_bias)
 
 
 class IPM3FState(NamedTuple):
@@ -375,9 +392,11 @@ def make_hyper(
     rho=None,
     varsigma: float | None = None,
     lambda_rate: float = 0.0,
+    sigma_b: float | None = None,
 ) -> M3FHyper:
     """Hyperparameters; defaults are the authors' (m3f.md): :math:`\\rho` = ``linspace(-1.5
-    (L-2) ell, 1.5 (L-2) ell, L-1)``, :math:`\\varsigma = 1.5\\,\\ell`."""
+    (L-2) ell, 1.5 (L-2) ell, L-1)``, :math:`\\varsigma = 1.5\\,\\ell`; the item biases' sd
+    ``sigma_b`` defaults to :math:`\\ell` (biases on the scale of the margin)."""
     num_levels = _positive_int(num_levels, "num_levels", 2)
     if rho is None:
         half = 1.5 * (num_levels - 2) * margin
@@ -386,7 +405,9 @@ def make_hyper(
     if rho.shape != (num_levels - 1,) or not np.all(np.isfinite(rho)):
         raise ValueError(f"rho must be {num_levels - 1} finite values")
     varsigma = 1.5 * margin if varsigma is None else varsigma
+    sigma_b = margin if sigma_b is None else sigma_b
     for name, value in (
+        ("sigma_b", sigma_b),
         ("C", C),
         ("sigma_u", sigma_u),
         ("sigma_v", sigma_v),
@@ -398,7 +419,7 @@ def make_hyper(
         raise ValueError(f"lambda_rate must be >= 0, got {lambda_rate}")
     dtype = jnp.result_type(float)
     return M3FHyper(
-        *(jnp.asarray(x, dtype) for x in (C, sigma_u, sigma_v, rho, varsigma, lambda_rate))
+        *(jnp.asarray(x, dtype) for x in (C, sigma_u, sigma_v, rho, varsigma, lambda_rate, sigma_b))
     )
 
 
@@ -597,10 +618,19 @@ def _hinge_log_posterior(data, hyper, F_prior, V, theta, x):
     return hinge + F_prior + prior_v + prior_t
 
 
+def _with_bias(U, V, bias):
+    """``(U | 1, V | c)``: the factors with the item biases as one more column, so that
+    ``F_i . G_j = U_i . V_j + c_j``."""
+    ones = jnp.ones((U.shape[0], 1), U.dtype)
+    return jnp.concatenate([U, ones], 1), jnp.concatenate([V, bias[:, None]], 1)
+
+
 def pseudo_log_posterior(data: M3FData, hyper: M3FHyper, state: M3FState) -> jax.Array:
-    """:math:`\\log q(U, V, \\theta)` of Gibbs M3F up to a constant (module docstring)."""
-    x = _scores(data, state.U, state.V)
+    """:math:`\\log q(U, V, c, \\theta)` of Gibbs M3F up to a constant (module docstring; the
+    item biases ``c`` are zero without ``item_bias``)."""
+    x = _scores(data, state.U, state.V) + state.bias[data.items]
     prior_u = -0.5 * jnp.sum(state.U**2) / hyper.sigma_u**2
+    prior_u += -0.5 * jnp.sum(state.bias**2) / hyper.sigma_b**2
     return _hinge_log_posterior(data, hyper, prior_u, state.V, state.theta, x)
 
 
@@ -620,30 +650,47 @@ def _m3f_init(data, hyper, key, *, rank, num_users, num_items, init_scale):
     V = init_scale * jax.random.normal(key_v, (num_items, rank), dtype)
     theta = jnp.broadcast_to(hyper.rho, (num_users, hyper.rho.shape[0])).astype(dtype)
     omega = _sample_omega(key_w, data, hyper, theta, _scores(data, U, V))
-    return M3FState(U, V, theta, omega)
+    return M3FState(U, V, theta, omega, jnp.zeros((num_items,), dtype))
 
 
-def _m3f_step(data, hyper, key, state, *, num_users, num_items):
+def _m3f_step(data, hyper, key, state, *, num_users, num_items, item_bias=False):
     key_w, key_v, key_u, key_t = jax.random.split(key, 4)
-    x = _scores(data, state.U, state.V)
+    bias = state.bias
+    x = _scores(data, state.U, state.V) + bias[data.items]
     omega = _sample_omega(key_w, data, hyper, state.theta, x)
     b, xi = _pair_terms(data, hyper, state.theta, omega)
-    V, _ = _gaussian_rows(
-        key_v, state.U, data.users, b, xi, data.item_buckets, hyper.sigma_v, state.V
-    )
+    if item_bias:
+        # (V_j, c_j) as one block: the biases are the weights of a feature every user holds
+        rank = state.V.shape[1]
+        U1, Vc = _with_bias(state.U, state.V, bias)
+        sd = jnp.concatenate([jnp.full((rank,), hyper.sigma_v), hyper.sigma_b[None]])
+        Vc, _ = _gaussian_rows(key_v, U1, data.users, b, xi, data.item_buckets, sd, Vc)
+        V, bias = Vc[:, :rank], Vc[:, rank]
+    else:
+        V, _ = _gaussian_rows(
+            key_v, state.U, data.users, b, xi, data.item_buckets, hyper.sigma_v, state.V
+        )
+    # given c, the bias enters each pair's exponent -b/2 (x + c)^2 + xi (x + c) as xi - b c
     U, U_mean = _gaussian_rows(
-        key_u, V, data.items, b, xi, data.user_buckets, hyper.sigma_u, state.U
+        key_u,
+        V,
+        data.items,
+        b,
+        xi - b * bias[data.items],
+        data.user_buckets,
+        hyper.sigma_u,
+        state.U,
     )
-    x = _scores(data, U, V)
+    x = _scores(data, U, V) + bias[data.items]
     theta = _sample_theta(key_t, data, hyper, omega, x, num_users)
-    new = M3FState(U, V, theta, omega)
+    new = M3FState(U, V, theta, omega, bias)
     info = M3FInfo(
         lp=pseudo_log_posterior(data, hyper, new),
         train_mae=_train_mae(data, theta, x),
         num_features=jnp.asarray(U.shape[1], jnp.int32),
         capacity_exceeded=jnp.zeros((), bool),
         capacity_needed=jnp.zeros((), jnp.int32),
-        score_factors=(U_mean, V),
+        score_factors=_with_bias(U_mean, V, bias),
     )
     return new, info
 
@@ -660,13 +707,17 @@ def _test_trace(test, F, V, theta, info):
     }
 
 
-def _m3f_trace(data, test, state, info, *, keep_factors):
+def _m3f_trace(data, test, state, info, *, keep_factors, item_bias=False):
     posterior = {"theta": state.theta}
     if keep_factors:
         posterior.update(U=state.U, V=state.V)
+    if item_bias:
+        posterior["bias"] = state.bias
     stats = {"lp": info.lp, "train_mae": info.train_mae}
     if test is not None:
-        stats.update(_test_trace(test, state.U, state.V, state.theta, info))
+        stats.update(
+            _test_trace(test, *_with_bias(state.U, state.V, state.bias), state.theta, info)
+        )
     return {"posterior": posterior, "sample_stats": stats}
 
 
@@ -688,6 +739,7 @@ def _dims(factors: str, axis: str) -> dict:
     return {
         factors: ["user", axis],
         "V": ["item", axis],
+        "bias": ["item"],
         "theta": ["user", "threshold"],
         "score_test": ["test_pair"],
         "level_test": ["test_pair"],
@@ -714,8 +766,16 @@ def gibbs(
     init_scale: float = 0.1,
     test=None,
     keep_factors: bool = True,
+    item_bias: bool = False,
 ) -> SamplingAlgorithm:
     """Gibbs M3F (module docstring) as a kernel for :func:`bnpjax.sample`.
+
+    ``item_bias=True`` adds an item bias to every score, :math:`x_{ij} = U_i \\cdot V_j + c_j`,
+    :math:`c_j \\sim \\mathcal N(0, \\sigma_b^2)` (``hyper.sigma_b``), as the factorization
+    machines' item terms (the per-user thresholds already play the user bias). It is the
+    weight of a feature every user holds, so :math:`(V_j, c_j)` is drawn as one Gaussian block
+    (:math:`B_j` with a row and column for the constant 1) and :math:`U` given :math:`c` sees
+    :math:`\\xi_{ij} - b_{ij} c_j` in place of :math:`\\xi_{ij}`; exact Gibbs as before.
 
     ``test=(users, items)``: held-out pairs whose scores ``score_test`` and rating levels
     ``level_test`` (rating-level rule) are traced at every kept draw, with the
@@ -734,19 +794,28 @@ def gibbs(
     test_arrays = _test_arrays(test, data)
     return SamplingAlgorithm(
         init=bind(_m3f_init, data, hyper, rank=rank, init_scale=float(init_scale), **sizes),
-        step=bind(_m3f_step, data, hyper, **sizes),
-        trace=bind(_m3f_trace, data, test_arrays, keep_factors=bool(keep_factors)),
+        step=bind(_m3f_step, data, hyper, item_bias=bool(item_bias), **sizes),
+        trace=bind(
+            _m3f_trace,
+            data,
+            test_arrays,
+            keep_factors=bool(keep_factors),
+            item_bias=bool(item_bias),
+        ),
         spec=ArvizSpec(
             name="m3f.gibbs",
             dims=_dims("U", "factor"),
-            settings={"rank": rank, "C": float(hyper.C)},
+            settings={"rank": rank, "C": float(hyper.C), "item_bias": bool(item_bias)},
         ),
     )
 
 
-def prior_sample(key, data: M3FData, hyper: M3FHyper, rank: int) -> M3FState:
-    """``U, V, theta`` from their priors and ``lambda ~ Exponential(rate c/2)``
-    (``c = hyper.lambda_rate > 0``; the Geweke construction of tests/test_m3f.py)."""
+def prior_sample(
+    key, data: M3FData, hyper: M3FHyper, rank: int, item_bias: bool = False
+) -> M3FState:
+    """``U, V, theta`` (and the item biases with ``item_bias``) from their priors and
+    ``lambda ~ Exponential(rate c/2)`` (``c = hyper.lambda_rate > 0``; the Geweke construction
+    of tests/test_m3f.py)."""
     key_u, key_v, key_t, key_l = jax.random.split(key, 4)
     N, M = data.user_degree.shape[0], data.item_degree.shape[0]
     dtype = data.signs.dtype
@@ -754,14 +823,19 @@ def prior_sample(key, data: M3FData, hyper: M3FHyper, rank: int) -> M3FState:
     V = hyper.sigma_v * jax.random.normal(key_v, (M, rank), dtype)
     theta = hyper.rho + hyper.varsigma * jax.random.normal(key_t, (N, hyper.rho.shape[0]), dtype)
     lam = jax.random.exponential(key_l, data.signs.shape, dtype) * 2.0 / hyper.lambda_rate
-    return M3FState(U, V, theta, 1.0 / lam)
+    bias = jnp.zeros((M,), dtype)
+    if item_bias:
+        bias = hyper.sigma_b * jax.random.normal(jax.random.fold_in(key, 1), (M,), dtype)
+    return M3FState(U, V, theta, 1.0 / lam, bias)
 
 
 def data_sample(key, state, data: M3FData, hyper: M3FHyper) -> M3FData:
     """Per-(pair, threshold) margins given everything else: ``u ~ N(-lambda, lambda)`` (the
     augmented factor as a density in ``u``), ``margin = 2u/C + T (theta_i - x_ij)``."""
-    F = state.U if isinstance(state, M3FState) else state.Z
-    x = _scores(data, F, state.V)
+    if isinstance(state, M3FState):
+        x = _scores(data, state.U, state.V) + state.bias[data.items]
+    else:
+        x = _scores(data, state.Z, state.V)
     lam = 1.0 / state.omega
     u = -lam + jnp.sqrt(lam) * jax.random.normal(key, lam.shape, lam.dtype)
     margin = 2.0 * u / hyper.C + data.signs * (state.theta[data.users] - x[:, None])
@@ -1089,10 +1163,9 @@ def ipm3f_gibbs(
     ``weight_precision_prior = (a, b)`` puts a Gamma(shape a, rate b) hyperprior on the weight
     precision :math:`1/\\sigma^2` (``hyper.sigma_v`` is then the starting value) and ends every
     sweep with its conjugate draw, :math:`1/\\sigma^2 \\mid V \\sim \\mathrm{Gamma}(a + M K_+/2,
-    b + \\sum_{j, k \\text{ active}} V_{jk}^2/2)`. Why it matters: a score of the margin's size
-    (:math:`\\ell = 9`) needs about :math:`(\\ell/\\sigma)^2` active binary features per user, so
-    a fixed :math:`\\sigma = 1` makes the chain keep opening features; with the hyperprior the
-    data set the scale of the weights and the IBP the number of features."""
+    b + \\sum_{j, k \\text{ active}} V_{jk}^2/2)`. The scale of the weights then comes from the
+    data instead of being fixed at the authors' :math:`\\sigma = 1` (module docstring, "Weight
+    scale", for what it did on MovieLens)."""
     if hyper is None:
         hyper = make_hyper(int(data.signs.shape[1]) + 1)
     _check_common(data, hyper)
