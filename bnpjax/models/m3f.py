@@ -643,23 +643,30 @@ def _train_mae(data, theta, x):
 # Gibbs M3F
 
 
-def _m3f_init(data, hyper, key, *, rank, num_users, num_items, init_scale):
+def _m3f_init(data, hyper, fixed, key, *, rank, num_users, num_items, init_scale):
     key_u, key_v, key_w = jax.random.split(key, 3)
     dtype = data.signs.dtype
     U = init_scale * jax.random.normal(key_u, (num_users, rank), dtype)
-    V = init_scale * jax.random.normal(key_v, (num_items, rank), dtype)
+    if fixed is None:
+        V = init_scale * jax.random.normal(key_v, (num_items, rank), dtype)
+        bias = jnp.zeros((num_items,), dtype)
+    else:
+        V, bias = fixed
     theta = jnp.broadcast_to(hyper.rho, (num_users, hyper.rho.shape[0])).astype(dtype)
-    omega = _sample_omega(key_w, data, hyper, theta, _scores(data, U, V))
-    return M3FState(U, V, theta, omega, jnp.zeros((num_items,), dtype))
+    omega = _sample_omega(key_w, data, hyper, theta, _scores(data, U, V) + bias[data.items])
+    return M3FState(U, V, theta, omega, bias)
 
 
-def _m3f_step(data, hyper, key, state, *, num_users, num_items, item_bias=False):
+def _m3f_step(data, hyper, key, state, *, num_users, num_items, item_bias=False, fixed_items=False):
     key_w, key_v, key_u, key_t = jax.random.split(key, 4)
     bias = state.bias
     x = _scores(data, state.U, state.V) + bias[data.items]
     omega = _sample_omega(key_w, data, hyper, state.theta, x)
     b, xi = _pair_terms(data, hyper, state.theta, omega)
-    if item_bias:
+    if fixed_items:
+        # strong generalization: V and c stay as given; the sweep samples q(U, theta | V, c)
+        V = state.V
+    elif item_bias:
         # (V_j, c_j) as one block: the biases are the weights of a feature every user holds
         rank = state.V.shape[1]
         U1, Vc = _with_bias(state.U, state.V, bias)
@@ -707,11 +714,13 @@ def _test_trace(test, F, V, theta, info):
     }
 
 
-def _m3f_trace(data, test, state, info, *, keep_factors, item_bias=False):
+def _m3f_trace(data, test, state, info, *, keep_factors, item_bias=False, fixed_items=False):
     posterior = {"theta": state.theta}
     if keep_factors:
-        posterior.update(U=state.U, V=state.V)
-    if item_bias:
+        posterior["U"] = state.U
+        if not fixed_items:
+            posterior["V"] = state.V
+    if item_bias and not fixed_items:
         posterior["bias"] = state.bias
     stats = {"lp": info.lp, "train_mae": info.train_mae}
     if test is not None:
@@ -758,17 +767,48 @@ def _check_common(data, hyper):
         )
 
 
+def _fixed_items(item_factors, item_biases, item_bias, rank, num_items, dtype):
+    """Check the strong-generalization inputs of :func:`gibbs`; returns ``(rank, fixed)``."""
+    if item_factors is None:
+        if item_biases is not None:
+            raise ValueError("item_biases is given without item_factors")
+        return (10 if rank is None else _positive_int(rank, "rank")), None
+    V = np.asarray(item_factors, dtype=float)
+    if V.ndim != 2 or V.shape[0] != num_items or V.shape[1] < 1:
+        raise ValueError(
+            f"item_factors must be (num_items, rank) = ({num_items}, K), got shape {V.shape}"
+        )
+    if not np.all(np.isfinite(V)):
+        raise ValueError("item_factors contains NaN or infinite values")
+    if rank is not None and _positive_int(rank, "rank") != V.shape[1]:
+        raise ValueError(f"rank={rank} does not match item_factors with {V.shape[1]} columns")
+    if item_biases is None:
+        if item_bias:
+            raise ValueError("item_bias=True with fixed item_factors needs item_biases")
+        c = np.zeros(num_items)
+    else:
+        c = np.asarray(item_biases, dtype=float)
+        if c.shape != (num_items,):
+            raise ValueError(f"item_biases must have shape ({num_items},), got {c.shape}")
+        if not np.all(np.isfinite(c)):
+            raise ValueError("item_biases contains NaN or infinite values")
+    return V.shape[1], (jnp.asarray(V, dtype), jnp.asarray(c, dtype))
+
+
 def gibbs(
     data: M3FData,
     *,
-    rank: int = 10,
+    rank: int | None = None,
     hyper: M3FHyper | None = None,
     init_scale: float = 0.1,
     test=None,
     keep_factors: bool = True,
     item_bias: bool = False,
+    item_factors=None,
+    item_biases=None,
 ) -> SamplingAlgorithm:
-    """Gibbs M3F (module docstring) as a kernel for :func:`bnpjax.sample`.
+    """Gibbs M3F (module docstring) as a kernel for :func:`bnpjax.sample`; ``rank`` K
+    (default 10).
 
     ``item_bias=True`` adds an item bias to every score, :math:`x_{ij} = U_i \\cdot V_j + c_j`,
     :math:`c_j \\sim \\mathcal N(0, \\sigma_b^2)` (``hyper.sigma_b``), as the factorization
@@ -777,35 +817,54 @@ def gibbs(
     (:math:`B_j` with a row and column for the constant 1) and :math:`U` given :math:`c` sees
     :math:`\\xi_{ij} - b_{ij} c_j` in place of :math:`\\xi_{ij}`; exact Gibbs as before.
 
+    ``item_factors=V`` (``(num_items, K)``, and ``item_biases=c`` with biases) holds the item
+    side fixed: the sweep is :math:`\\lambda`, :math:`U`, :math:`\\theta` given ``V`` (the
+    same conditionals, the :math:`V` step left out), so the chain samples
+    :math:`q(U, \\theta \\mid Y, V, c)`. This is the strong-generalization protocol
+    (``../shared/design/m3f.md``; the authors' code fixes ``V`` at the posterior mean of
+    the run on the other users): fit new users, whose ratings had no part in ``V``, and
+    predict their held-out ratings. ``rank`` is then ``V``'s width.
+
     ``test=(users, items)``: held-out pairs whose scores ``score_test`` and rating levels
     ``level_test`` (rating-level rule) are traced at every kept draw, with the
     Rao-Blackwellized ``score_test_rb`` (module docstring); average ``score_test_rb`` (or
     ``score_test``) over draws and apply :func:`levels_from_scores` with the mean thresholds
     for the posterior-mean prediction, or use :func:`predictive_distribution` on
     ``level_test``.
-    ``keep_factors=False`` keeps only the thresholds of ``U``, ``V``, ``theta`` (memory)."""
+    ``keep_factors=False`` keeps only the thresholds of ``U``, ``V``, ``theta`` (memory); a
+    fixed ``V`` is never traced."""
     if hyper is None:
         hyper = make_hyper(int(data.signs.shape[1]) + 1)
     _check_common(data, hyper)
-    rank = _positive_int(rank, "rank")
     if not (np.isfinite(init_scale) and init_scale >= 0):
         raise ValueError(f"init_scale must be >= 0, got {init_scale}")
     sizes = dict(num_users=data.user_degree.shape[0], num_items=data.item_degree.shape[0])
+    rank, fixed = _fixed_items(
+        item_factors, item_biases, item_bias, rank, sizes["num_items"], data.signs.dtype
+    )
+    item_bias = bool(item_bias or item_biases is not None)
+    fixed_items = fixed is not None
     test_arrays = _test_arrays(test, data)
     return SamplingAlgorithm(
-        init=bind(_m3f_init, data, hyper, rank=rank, init_scale=float(init_scale), **sizes),
-        step=bind(_m3f_step, data, hyper, item_bias=bool(item_bias), **sizes),
+        init=bind(_m3f_init, data, hyper, fixed, rank=rank, init_scale=float(init_scale), **sizes),
+        step=bind(_m3f_step, data, hyper, item_bias=item_bias, fixed_items=fixed_items, **sizes),
         trace=bind(
             _m3f_trace,
             data,
             test_arrays,
             keep_factors=bool(keep_factors),
-            item_bias=bool(item_bias),
+            item_bias=item_bias,
+            fixed_items=fixed_items,
         ),
         spec=ArvizSpec(
             name="m3f.gibbs",
             dims=_dims("U", "factor"),
-            settings={"rank": rank, "C": float(hyper.C), "item_bias": bool(item_bias)},
+            settings={
+                "rank": rank,
+                "C": float(hyper.C),
+                "item_bias": item_bias,
+                "fixed_items": fixed_items,
+            },
         ),
     )
 
@@ -1293,11 +1352,12 @@ def _smooth_hinge(z):
 def fit_map(
     data: M3FData,
     *,
-    rank: int = 10,
+    rank: int | None = None,
     reg: float = 1.0,
     max_iter: int = 500,
     seed: int = 0,
     init_scale: float = 0.1,
+    item_factors=None,
 ):
     """Fast max-margin matrix factorization (Rennie & Srebro 2005): minimize
 
@@ -1308,31 +1368,39 @@ def fit_map(
 
     with the smooth hinge ``h`` and per-user thresholds, by L-BFGS (``optax.lbfgs`` with its
     zoom line search) in one jitted ``lax.fori_loop`` of ``max_iter`` iterations. Returns
-    ``(U, V, theta, final objective)``; predict with :func:`levels_from_scores`."""
-    rank = _positive_int(rank, "rank")
+    ``(U, V, theta, final objective)``; predict with :func:`levels_from_scores`. ``rank``
+    defaults to 10. ``item_factors=V`` holds ``V`` fixed and minimizes over ``U`` and the
+    thresholds only (strong generalization, as in :func:`gibbs`)."""
     max_iter = _positive_int(max_iter, "max_iter")
     if not (np.isfinite(reg) and reg > 0):
         raise ValueError(f"reg must be positive, got {reg}")
     N, M = data.user_degree.shape[0], data.item_degree.shape[0]
     dtype = data.signs.dtype
+    rank, fixed = _fixed_items(item_factors, None, False, rank, M, dtype)
     key_u, key_v = jax.random.split(jax.random.key(seed))
     L1 = data.signs.shape[1]
     params = {
         "U": init_scale * jax.random.normal(key_u, (N, rank), dtype),
-        "V": init_scale * jax.random.normal(key_v, (M, rank), dtype),
         "theta": jnp.broadcast_to(jnp.linspace(-1.5, 1.5, L1, dtype=dtype), (N, L1)),
     }
-    return _fit_map(data, params, jnp.asarray(reg, dtype), max_iter)
+    if fixed is None:
+        params["V"] = init_scale * jax.random.normal(key_v, (M, rank), dtype)
+    U, V, theta, value = _fit_map(
+        data, params, None if fixed is None else fixed[0], jnp.asarray(reg, dtype), max_iter
+    )
+    return U, V, theta, value
 
 
 @functools.partial(jax.jit, static_argnames="max_iter")
-def _fit_map(data, params, reg, max_iter):
+def _fit_map(data, params, fixed_V, reg, max_iter):
     import optax
 
     def objective(p):
-        x = _scores(data, p["U"], p["V"])
+        V = p["V"] if fixed_V is None else fixed_V
+        x = _scores(data, p["U"], V)
         z = data.signs * (p["theta"][data.users] - x[:, None])
-        return jnp.sum(_smooth_hinge(z)) + 0.5 * reg * (jnp.sum(p["U"] ** 2) + jnp.sum(p["V"] ** 2))
+        penalty = jnp.sum(p["U"] ** 2) + (jnp.sum(V**2) if fixed_V is None else 0.0)
+        return jnp.sum(_smooth_hinge(z)) + 0.5 * reg * penalty
 
     opt = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(objective)
@@ -1344,4 +1412,5 @@ def _fit_map(data, params, reg, max_iter):
         return optax.apply_updates(p, updates), s
 
     p, _ = jax.lax.fori_loop(0, max_iter, body, (params, opt.init(params)))
-    return p["U"], p["V"], p["theta"], objective(p)
+    V = p["V"] if fixed_V is None else fixed_V
+    return p["U"], V, p["theta"], objective(p)
