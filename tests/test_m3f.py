@@ -113,6 +113,20 @@ def test_geweke_m3f_with_item_biases():
     assert "sum c^2" in str(result)
 
 
+@pytest.mark.slow
+def test_geweke_m3f_catches_item_biases_on_a_wrong_scale(monkeypatch):
+    """The biases' column in the (V_j, c_j) block at 2 instead of 1: c_j's conditional is
+    then that of c_j / 2, and the test must fail."""
+
+    def doubled_column(U, V, bias):
+        twos = jnp.full((U.shape[0], 1), 2.0, U.dtype)
+        return jnp.concatenate([U, twos], 1), jnp.concatenate([V, bias[:, None]], 1)
+
+    monkeypatch.setattr(m3f, "_with_bias", doubled_column)
+    result = _m3f_geweke(num_successive=2_000, item_bias=True)
+    assert not result.passed, str(result)
+
+
 FIXED_V = np.array([[0.8, -0.5], [-0.3, 1.1], [1.2, 0.4]])
 FIXED_C = np.array([0.5, -0.7, 0.2])
 
@@ -162,7 +176,11 @@ ALPHA, CAPACITY, KAPPA = 1.0, 12, 4
 
 
 def _ipm3f_geweke(
-    alpha_prior=None, feature_step="sequential", capacity=CAPACITY, weight_precision_prior=None
+    alpha_prior=None,
+    feature_step="sequential",
+    capacity=CAPACITY,
+    weight_precision_prior=None,
+    num_successive=4_000,
 ):
     return geweke_test(
         jax.random.key(7),
@@ -192,7 +210,7 @@ def _ipm3f_geweke(
             _stats, fixed_alpha=alpha_prior is None, fixed_sigma=weight_precision_prior is None
         ),
         num_marginal=20_000,
-        num_successive=4_000,
+        num_successive=num_successive,
     )
 
 
@@ -215,6 +233,21 @@ def test_geweke_ipm3f_with_a_weight_precision_hyperprior():
     result = _ipm3f_geweke(weight_precision_prior=(4.0, 4.0), feature_step="parallel")
     assert result.passed, str(result)
     assert "sigma_v" in str(result)
+
+
+@pytest.mark.slow
+def test_geweke_ipm3f_catches_a_wrong_weight_count(monkeypatch):
+    """The precision's conditional with two weights too many, Gamma(a + (M K+ + 2)/2, .)."""
+    original = m3f._sample_weight_sd
+    monkeypatch.setattr(
+        m3f,
+        "_sample_weight_sd",
+        lambda key, V, num_weights, prior: original(key, V, num_weights + 2, prior),
+    )
+    result = _ipm3f_geweke(
+        weight_precision_prior=(4.0, 4.0), feature_step="parallel", num_successive=2_000
+    )
+    assert not result.passed, str(result)
 
 
 @pytest.mark.slow
@@ -288,6 +321,57 @@ def test_factor_rows_drawn_in_chunks_match_the_batched_draw(monkeypatch):
         assert np.all(np.abs(np.cov(draws[:, j].T) - cov) < 5 * se), (j, np.cov(draws[:, j].T), cov)
         se_mean = np.sqrt(np.diag(cov) / n)
         assert np.all(np.abs(draws[:, j].mean(0) - np.asarray(batched[j])) < 5 * se_mean)
+
+
+def test_square_root_factor_matches_cholesky_and_survives_float32(monkeypatch):
+    """The QR (square-root) path draws the same rows as the Cholesky path from the same noise
+    (float64, several buckets, pieces of a few rows), and in float32 it stays finite and close
+    to the float64 conditional where an augmentation weight of 1e8 makes the Cholesky of B
+    break down (B's entries near 1e8 round off by about 6, more than its small eigenvalues)."""
+    rng = np.random.default_rng(4)
+    N, M, K = 40, 6, 5
+    users, items = np.nonzero(rng.random((N, M)) < 0.5)
+    data = m3f.make_data(users, items, rng.integers(1, 4, users.size), N, M, 3)
+    U = rng.normal(size=(N, K))
+    b = rng.gamma(2.0, 1.0, users.size)
+    xi = rng.normal(size=users.size)
+    args = (jnp.asarray(U), data.users, jnp.asarray(b), jnp.asarray(xi), data.item_buckets)
+    sd = jnp.asarray([1.3, 1.3, 1.3, 1.3, 0.7])  # a vector of prior sds, as with item biases
+    draws = {}
+    for method in ("cholesky", "qr"):
+        monkeypatch.setattr(m3f, "FACTORIZATION", method)
+        draws[method] = m3f._gaussian_rows(jax.random.key(0), *args, sd, jnp.zeros((M, K)))
+    monkeypatch.setattr(m3f, "ROW_BLOCK_BYTES", 2 * (2 * 64 + 2 * K) * K * 8)
+    pieces = m3f._gaussian_rows(jax.random.key(0), *args, sd, jnp.zeros((M, K)))
+    for got in (draws["qr"], pieces):
+        for a, c in zip(got, draws["cholesky"], strict=True):
+            np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-10)
+
+    # float32: one pair per item with b = 1e8
+    big = b.copy()
+    first = np.unique(np.asarray(data.items), return_index=True)[1]
+    big[first] = 1e8
+    args32 = (
+        jnp.asarray(U, jnp.float32),
+        data.users,
+        jnp.asarray(big, jnp.float32),
+        jnp.asarray(xi, jnp.float32),
+        data.item_buckets,
+        1.0,
+        jnp.zeros((M, K), jnp.float32),
+    )
+    monkeypatch.setattr(m3f, "ROW_BLOCK_BYTES", 1 << 30)
+    monkeypatch.setattr(m3f, "FACTORIZATION", "auto")
+    _, mean32 = m3f._gaussian_rows(jax.random.key(0), *args32)
+    assert np.all(np.isfinite(mean32))
+    for j in range(M):
+        mask = np.asarray(data.items) == j
+        Uj = U[np.asarray(data.users)[mask]]
+        B = np.eye(K) + (Uj * big[mask][:, None]).T @ Uj
+        exact = np.linalg.solve(B, Uj.T @ xi[mask])
+        # relative to the conditional sd, the float32 mean is accurate to a few percent
+        sd_j = np.sqrt(np.diag(np.linalg.inv(B)))
+        assert np.all(np.abs(np.asarray(mean32[j]) - exact) < 0.05 * sd_j), (j, mean32[j], exact)
 
 
 def test_column_noise_does_not_depend_on_the_buffer_size():

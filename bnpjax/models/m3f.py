@@ -485,10 +485,14 @@ def _gaussian_rows(key, other, other_ids, b, xi, buckets, sigma, out):
     batched CPU kernels block thread-pool workers, and independent calls running concurrently
     on a small pool were seen to deadlock.) The noise ``eps`` of row ``e`` is row ``e`` of
     :func:`column_normals`. When the work arrays of all rows would exceed ``ROW_BLOCK_BYTES``,
-    the rows are drawn in chunks by :func:`_gaussian_rows_chunked`."""
+    the rows are drawn in chunks by :func:`_gaussian_rows_chunked`. In float32 (by default;
+    ``FACTORIZATION``) the factor comes from a QR decomposition instead, without forming
+    ``B``: :func:`_gaussian_rows_square_root`."""
     num_out, K = out.shape
     itemsize = out.dtype.itemsize
     noise = column_normals(key, num_out, K, out.dtype)
+    if _use_square_root(out.dtype):
+        return _gaussian_rows_square_root(noise, other, other_ids, b, xi, buckets, sigma, out)
     total = sum(int(bk.ids.shape[0]) * _bucket_row_bytes(bk, K, itemsize) for bk in buckets)
     if total > ROW_BLOCK_BYTES:
         return _gaussian_rows_chunked(noise, other, other_ids, b, xi, buckets, sigma, out)
@@ -509,6 +513,88 @@ def _gaussian_rows(key, other, other_ids, b, xi, buckets, sigma, out):
     both = solve_triangular(R, jnp.concatenate([z, eps], -1), lower=True, trans="T")
     mean = both[..., 0]
     return out.at[ids].set(mean + both[..., 1]), out.at[ids].set(mean)
+
+
+# "auto": the square-root (QR) factorization below float64, the Cholesky of B in float64;
+# "cholesky" or "qr" force one (tests compare them).
+FACTORIZATION = "auto"
+
+
+def _use_square_root(dtype) -> bool:
+    if FACTORIZATION not in ("auto", "cholesky", "qr"):
+        raise ValueError(f"FACTORIZATION must be 'auto', 'cholesky' or 'qr', got {FACTORIZATION!r}")
+    if FACTORIZATION == "auto":
+        return jnp.dtype(dtype).itemsize < 8
+    return FACTORIZATION == "qr"
+
+
+def _gaussian_rows_square_root(noise, other, other_ids, b, xi, buckets, sigma, out):
+    """:func:`_gaussian_rows` in square-root form, for float32.
+
+    Why: an augmentation draw :math:`\\omega_{ijr}` can reach :math:`10^8` (a pair whose
+    :math:`|\\zeta|` is near 0), and then :math:`B = \\sigma^{-2} I + \\sum b F F^\\top` has
+    entries near :math:`10^8` whose float32 rounding (about 6 each) swamps its small
+    eigenvalues; the Cholesky factor of such a ``B`` turns NaN (seen on MovieLens at
+    ``C >= 0.1``). Here ``B`` is never formed: with the stacked matrix
+    :math:`A = [\\sqrt{b_1} F_1; \\ldots; \\sqrt{b_w} F_w; \\mathrm{diag}(1/\\sigma)]`,
+    :math:`A^\\top A = B`, and the QR decomposition :math:`A = Q R` gives :math:`B = R^\\top
+    R`; with the rows of ``R`` signed to a positive diagonal, :math:`L = R^\\top` IS the
+    Cholesky factor of ``B`` (it is unique), so the draws are the same as the Cholesky
+    path's, from the same noise. QR is backward stable in ``A``, whose condition number is
+    the square root of ``B``'s, so float32 keeps about half of its digits where the
+    Cholesky of ``B`` kept none. About twice the flops of forming ``B`` and factoring it.
+
+    ``A`` has ``w + K`` rows for a row of ``w`` pairs, so the buckets cannot share one batched
+    call: ONE loop runs over pieces of buckets (at most about ``ROW_BLOCK_BYTES`` of work
+    arrays each), and a switch picks the bucket's branch, so no two factorizations can run
+    at once (see :func:`_gaussian_rows_chunked` on the deadlock that this avoids)."""
+    num_out, K = out.shape
+    nnz = b.shape[0]
+    dtype = out.dtype
+    itemsize = dtype.itemsize
+    ids_ext = _extend(other_ids)
+    root_b, xi_ext = jnp.sqrt(_extend(b)), _extend(xi)
+    prior_root = jnp.eye(K, dtype=dtype) / jnp.asarray(sigma, dtype)
+    noise_ext = _extend(noise)
+    branches, branch_of_piece, piece_in_branch = [], [], []
+    for k, bucket in enumerate(buckets):
+        rows, width = int(bucket.ids.shape[0]), int(bucket.pairs.shape[1])
+        per_piece = max(1, min(rows, ROW_BLOCK_BYTES // ((2 * width + 2 * K) * K * itemsize)))
+        num_pieces = -(-rows // per_piece)
+        extra = num_pieces * per_piece - rows
+        pairs = jnp.pad(bucket.pairs, ((0, extra), (0, 0)), constant_values=nnz)
+        ids = jnp.pad(bucket.ids, (0, extra), constant_values=num_out)
+        pairs = pairs.reshape(num_pieces, per_piece, width)
+        ids = ids.reshape(num_pieces, per_piece)
+
+        def branch(s, carry, pairs=pairs, ids=ids, size=per_piece):
+            draws, means = carry
+            p, e = pairs[s], ids[s]
+            G = other[ids_ext[p]]  # (size, w, K)
+            A = jnp.concatenate(
+                [G * root_b[p][..., None], jnp.broadcast_to(prior_root, (size, K, K))], axis=1
+            )
+            R = jnp.linalg.qr(A, mode="r")
+            sign = jnp.where(jnp.diagonal(R, axis1=-2, axis2=-1) < 0, -1.0, 1.0).astype(dtype)
+            L = jnp.swapaxes(R * sign[..., :, None], -1, -2)
+            h = jnp.einsum("nwk,nw->nk", G, xi_ext[p])
+            z = solve_triangular(L, h[..., None], lower=True)
+            eps = noise_ext[e][..., None]
+            both = solve_triangular(L, jnp.concatenate([z, eps], -1), lower=True, trans="T")
+            mean = both[..., 0]
+            draws = draws.at[e].set(mean + both[..., 1], mode="drop")
+            return draws, means.at[e].set(mean, mode="drop")
+
+        branches.append(branch)
+        branch_of_piece += [k] * num_pieces
+        piece_in_branch += list(range(num_pieces))
+    branch_of_piece = jnp.asarray(branch_of_piece, jnp.int32)
+    piece_in_branch = jnp.asarray(piece_in_branch, jnp.int32)
+
+    def piece(t, carry):
+        return jax.lax.switch(branch_of_piece[t], branches, piece_in_branch[t], carry)
+
+    return jax.lax.fori_loop(0, int(branch_of_piece.shape[0]), piece, (out, out))
 
 
 def _gaussian_rows_chunked(noise, other, other_ids, b, xi, buckets, sigma, out):
