@@ -37,10 +37,12 @@ per-sweep time of Gibbs M3F at K = 100 (and of iPM3F unless ``--skip-ipm3f``) on
 ``--datasets``. ``--skip-m3f``, ``--skip-ipm3f``, ``--skip-map`` and ``--skip-fm`` leave models
 out, e.g. to run iPM3F with a C chosen in an earlier run (``--c-grid E``, one exponent).
 
-Float64 by default (``--float32`` to opt out): at ``C >= 0.1`` a float32 chain can hit a
-pair with ``|zeta| ~ 1e-4``, whose ``omega = 1/lambda`` (mean ``2/(C |zeta|)``, heavy right
-tail) reaches ``~1e8``; the rank-one term ``b_ij U_i U_i^T`` then swamps ``B_j`` beyond float32
-precision and its Cholesky factor turns NaN (seen at sweep 4 with ``C = 0.178``, K = 100).
+Float64 by default (``--float32`` to opt out). At ``C >= 0.1`` a chain can hit a pair with
+``|zeta| ~ 1e-4``, whose ``omega = 1/lambda`` (mean ``2/(C |zeta|)``, heavy right tail) reaches
+``~1e8``; the rank-one term ``b_ij U_i U_i^T`` then swamps ``B_j`` beyond float32 precision, and
+the float32 Cholesky of ``B_j`` turned NaN (sweep 4 with ``C = 0.178``, K = 100). Float32 runs
+therefore draw the factor rows in square-root form (QR of the stacked rows, ``B`` never formed;
+:mod:`bnpjax.models.m3f`), which ran that chain to the end.
 A non-finite test score stops the run instead of being scored as a rating.
 
 Run from the repository root::

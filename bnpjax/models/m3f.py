@@ -507,12 +507,19 @@ def _gaussian_rows(key, other, other_ids, b, xi, buckets, sigma, out):
         hs.append(jnp.einsum("nwk,nw->nk", G, xi_ext[bucket.pairs]))
     ids = jnp.concatenate([bucket.ids for bucket in buckets])
     B, h = jnp.concatenate(Bs), jnp.concatenate(hs)
-    R = jnp.linalg.cholesky(B)
-    z = solve_triangular(R, h[..., None], lower=True)
-    eps = noise[ids][..., None]
-    both = solve_triangular(R, jnp.concatenate([z, eps], -1), lower=True, trans="T")
+    draw, mean = _draw_from_factor(jnp.linalg.cholesky(B), h, noise[ids])
+    return out.at[ids].set(draw), out.at[ids].set(mean)
+
+
+def _draw_from_factor(L, h, eps):
+    """Given the lower Cholesky factors ``L`` of the precisions ``B = L L^T``, the linear
+    terms ``h`` and standard normals ``eps`` (all batched over rows): the draws
+    ``mean + L^{-T} eps`` and the means ``B^{-1} h = L^{-T} L^{-1} h``, by two dependent
+    triangular solves (the second takes both right-hand sides at once)."""
+    z = solve_triangular(L, h[..., None], lower=True)
+    both = solve_triangular(L, jnp.concatenate([z, eps[..., None]], -1), lower=True, trans="T")
     mean = both[..., 0]
-    return out.at[ids].set(mean + both[..., 1]), out.at[ids].set(mean)
+    return mean + both[..., 1], mean
 
 
 # "auto": the square-root (QR) factorization below float64, the Cholesky of B in float64;
@@ -578,12 +585,8 @@ def _gaussian_rows_square_root(noise, other, other_ids, b, xi, buckets, sigma, o
             sign = jnp.where(jnp.diagonal(R, axis1=-2, axis2=-1) < 0, -1.0, 1.0).astype(dtype)
             L = jnp.swapaxes(R * sign[..., :, None], -1, -2)
             h = jnp.einsum("nwk,nw->nk", G, xi_ext[p])
-            z = solve_triangular(L, h[..., None], lower=True)
-            eps = noise_ext[e][..., None]
-            both = solve_triangular(L, jnp.concatenate([z, eps], -1), lower=True, trans="T")
-            mean = both[..., 0]
-            draws = draws.at[e].set(mean + both[..., 1], mode="drop")
-            return draws, means.at[e].set(mean, mode="drop")
+            draw, mean = _draw_from_factor(L, h, noise_ext[e])
+            return draws.at[e].set(draw, mode="drop"), means.at[e].set(mean, mode="drop")
 
         branches.append(branch)
         branch_of_piece += [k] * num_pieces
@@ -668,13 +671,8 @@ def _gaussian_rows_chunked(noise, other, other_ids, b, xi, buckets, sigma, out):
     def chunk(t, carry):
         draws, means = carry
         B, h, e = jax.lax.switch(branch_of_chunk[t], branches, index_in_branch[t])
-        R = jnp.linalg.cholesky(B)
-        z = solve_triangular(R, h[..., None], lower=True)
-        eps = noise_ext[e][..., None]
-        both = solve_triangular(R, jnp.concatenate([z, eps], -1), lower=True, trans="T")
-        mean = both[..., 0]
-        draws = draws.at[e].set(mean + both[..., 1], mode="drop")
-        return draws, means.at[e].set(mean, mode="drop")
+        draw, mean = _draw_from_factor(jnp.linalg.cholesky(B), h, noise_ext[e])
+        return draws.at[e].set(draw, mode="drop"), means.at[e].set(mean, mode="drop")
 
     return jax.lax.fori_loop(0, num_chunks, chunk, (out, out))
 
