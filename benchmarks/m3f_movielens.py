@@ -148,24 +148,24 @@ def _gibbs_levels(algorithm, key, sweeps, test_users, score_name="score_test_rb"
 
 
 def fit_gibbs(
-    kind, train, n_users, n_items, C, test, args, seed, validation=False, items=None, keep=False
+    kind, train, n_users, n_items, C, test, args, seed, validation=False, item_side=None, keep=False
 ):
-    """``items=(V, c)``: the strong protocol's fit of new users with the item side fixed;
+    """``item_side=(V, c)``: the strong protocol's fit of new users with the item side fixed;
     ``keep=True`` also returns the posterior mean of the item side."""
-    users, items_, y = train
-    data = m3f.make_data(users, items_, y, n_users, n_items, 5, margin=args.margin)
+    users, items, y = train
+    data = m3f.make_data(users, items, y, n_users, n_items, 5, margin=args.margin)
     sigma_v = args.ipm3f_sigma if kind == "ipm3f" else 1.0
     hyper = m3f.make_hyper(5, C=C, margin=args.margin, sigma_v=sigma_v)
     if kind == "m3f":
         algorithm = m3f.gibbs(
             data,
-            rank=None if items is not None else args.rank,
+            rank=None if item_side is not None else args.rank,
             hyper=hyper,
             test=test,
             keep_factors=keep,
             item_bias=args.item_bias,
-            item_factors=None if items is None else items[0],
-            item_biases=None if items is None else items[1],
+            item_factors=None if item_side is None else item_side[0],
+            item_biases=None if item_side is None else item_side[1],
         )
     else:
         algorithm = m3f.ipm3f_gibbs(
@@ -334,7 +334,7 @@ def run_dataset(name, args):
                     s_test,
                     args,
                     part,
-                    items=item_means,
+                    item_side=item_means,
                 )
                 strong_label = label + ", strong"
                 scores[strong_label].append(nmae_uniform(s_y_test, lv, num_levels=5))

@@ -1469,18 +1469,19 @@ def fit_map(
     }
     if fixed is None:
         params["V"] = init_scale * jax.random.normal(key_v, (M, rank), dtype)
-    U, V, theta, value = _fit_map(
-        data, params, None if fixed is None else fixed[0], jnp.asarray(reg, dtype), max_iter
-    )
-    return U, V, theta, value
+    fixed_V = None if fixed is None else fixed[0]
+    return _fit_map(data, params, fixed_V, jnp.asarray(reg, dtype), max_iter)
 
 
 @functools.partial(jax.jit, static_argnames="max_iter")
 def _fit_map(data, params, fixed_V, reg, max_iter):
     import optax
 
+    def item_side(p):
+        return p["V"] if fixed_V is None else fixed_V
+
     def objective(p):
-        V = p["V"] if fixed_V is None else fixed_V
+        V = item_side(p)
         x = _scores(data, p["U"], V)
         z = data.signs * (p["theta"][data.users] - x[:, None])
         penalty = jnp.sum(p["U"] ** 2) + (jnp.sum(V**2) if fixed_V is None else 0.0)
@@ -1496,5 +1497,4 @@ def _fit_map(data, params, fixed_V, reg, max_iter):
         return optax.apply_updates(p, updates), s
 
     p, _ = jax.lax.fori_loop(0, max_iter, body, (params, opt.init(params)))
-    V = p["V"] if fixed_V is None else fixed_V
-    return p["U"], V, p["theta"], objective(p)
+    return p["U"], item_side(p), p["theta"], objective(p)
