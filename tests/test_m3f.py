@@ -131,8 +131,7 @@ FIXED_V = np.array([[0.8, -0.5], [-0.3, 1.1], [1.2, 0.4]])
 FIXED_C = np.array([0.5, -0.7, 0.2])
 
 
-@pytest.mark.slow
-def test_geweke_m3f_with_fixed_items():
+def _fixed_items_geweke(num_successive):
     """Strong generalization: V and the item biases held at given values; the joint is
     p(U, theta, lambda, Y | V, c), so the prior draw keeps them and the test functions leave
     out their (constant) moments."""
@@ -146,16 +145,37 @@ def test_geweke_m3f_with_fixed_items():
         del out["sum V^2"]
         return out
 
-    result = geweke_test(
+    return geweke_test(
         jax.random.key(6),
         prior_sample=prior_sample,
         data_sample=lambda key, state: m3f.data_sample(key, state, BASE, HYPER),
         kernel=lambda data: m3f.gibbs(data, hyper=HYPER, item_factors=FIXED_V, item_biases=FIXED_C),
         test_functions=stats,
         num_marginal=20_000,
-        num_successive=3_000,
+        num_successive=num_successive,
     )
+
+
+@pytest.mark.slow
+def test_geweke_m3f_with_fixed_items():
+    result = _fixed_items_geweke(3_000)
     assert result.passed, str(result)
+
+
+@pytest.mark.slow
+def test_geweke_m3f_with_fixed_items_catches_a_shifted_user_step(monkeypatch):
+    """The U step given the fixed biases, with the shift xi - b c applied twice: the users'
+    conditional is then that of scores offset by -c, and the test must fail. (With the items
+    fixed, the U step is the only factor draw.)"""
+    original = m3f._gaussian_rows
+
+    def twice_shifted(key, other, other_ids, b, xi, buckets, sigma, out):
+        xi = xi - b * jnp.asarray(FIXED_C)[other_ids]
+        return original(key, other, other_ids, b, xi, buckets, sigma, out)
+
+    monkeypatch.setattr(m3f, "_gaussian_rows", twice_shifted)
+    result = _fixed_items_geweke(1_500)
+    assert not result.passed, str(result)
 
 
 @pytest.mark.slow
