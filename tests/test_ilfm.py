@@ -63,11 +63,12 @@ def _geweke(seed=3, weights="hmc", link="logit", covariates=False, num_successiv
     )
 
 
+# Each run covers one weight mover and one link: the HMC gradient is jax.grad of the same
+# log-likelihood the MH ratio uses, so the movers and the links do not interact beyond that,
+# and two runs cover both movers, both links and the covariate terms.
 @pytest.mark.parametrize(
-    ("weights", "link", "covariates"),
-    [("hmc", "logit", False), ("random_walk", "logit", False), ("hmc", "probit", False),
-     ("hmc", "logit", True)],
-)  # fmt: skip
+    ("weights", "link", "covariates"), [("hmc", "logit", True), ("random_walk", "probit", False)]
+)
 def test_geweke(weights, link, covariates):
     result = _geweke(weights=weights, link=link, covariates=covariates)
     assert result.passed, str(result)
