@@ -24,8 +24,9 @@ Protocol (``../shared/design/m3f.md``, the authors' code chokkyvista/iPM3F):
   before the weak split; the weak protocol runs on the others; then the set-aside users, one
   held-out rating each, are fitted with the item side held at the weak run's fit (Gibbs M3F:
   the posterior mean of V, and of the item biases with ``--item-bias``, as the authors'
-  code does; the optax baseline: its optimum V), with the same C / regularization. iPM3F and
-  the FMs take part in the weak protocol only.
+  code does; Gibbs iPM3F: the last draw's V and feature counts, the new users joining that
+  buffet; the optax baseline: its optimum V), with the same C / regularization. The FMs
+  take part in the weak protocol only.
 
 Baselines on the same split: M3F by optimization (Rennie & Srebro 2005, smooth hinge,
 per-user thresholds, ``optax.lbfgs``; :func:`bnpjax.models.m3f.fit_map`), bnpjax's
@@ -138,20 +139,32 @@ def _gibbs_levels(algorithm, key, sweeps, test_users, score_name="score_test_rb"
     extra = ""
     if "num_features" in post:
         extra = f", K+ {np.asarray(post['num_features'])[:, -1].tolist()}"
+    if "sigma_v" in post:
         extra += f", sigma {np.round(np.asarray(post['sigma_v'])[:, -1], 3).tolist()}"
-    # the posterior mean of the item side, which the strong protocol holds fixed
-    items = None
+    return levels, per_sweep, t.get("compile_s", 0.0), extra, median, result
+
+
+def item_side_of(result):
+    """What the strong protocol holds fixed from a weak run: for Gibbs M3F the posterior mean
+    of V (and of the item biases), as the authors' code does; for iPM3F, whose features are
+    not identified across draws (they are born, die and swap places), the last draw of chain
+    0: V on its active features, how many users hold each, and the number of users."""
+    post = result.trace["posterior"]
     if "V" in post:
         bias = np.asarray(post["bias"]).mean(axis=(0, 1)) if "bias" in post else None
-        items = (np.asarray(post["V"]).mean(axis=(0, 1)), bias)
-    return levels, per_sweep, t.get("compile_s", 0.0), extra, median, items
+        return np.asarray(post["V"]).mean(axis=(0, 1)), bias
+    Z = np.asarray(result.final_state.Z)[0]
+    V = np.asarray(result.final_state.V)[0]
+    counts = Z.sum(0)
+    active = counts > 0
+    return V[:, active], counts[active], Z.shape[0]
 
 
 def fit_gibbs(
     kind, train, n_users, n_items, C, test, args, seed, validation=False, item_side=None, keep=False
 ):
-    """``item_side=(V, c)``: the strong protocol's fit of new users with the item side fixed;
-    ``keep=True`` also returns the posterior mean of the item side."""
+    """``item_side``: the strong protocol's fit of new users with the item side fixed
+    (:func:`item_side_of`); ``keep=True`` also returns the item side of this fit."""
     users, items, y = train
     data = m3f.make_data(users, items, y, n_users, n_items, 5, margin=args.margin)
     sigma_v = args.ipm3f_sigma if kind == "ipm3f" else 1.0
@@ -167,6 +180,17 @@ def fit_gibbs(
             item_factors=None if item_side is None else item_side[0],
             item_biases=None if item_side is None else item_side[1],
         )
+    elif item_side is not None:
+        V, counts, num_reference_users = item_side
+        algorithm = m3f.ipm3f_gibbs(
+            data,
+            hyper=hyper,
+            test=test,
+            keep_factors=False,
+            item_factors=V,
+            feature_counts=counts,
+            num_reference_users=num_reference_users,
+        )
     else:
         algorithm = m3f.ipm3f_gibbs(
             data,
@@ -175,7 +199,7 @@ def fit_gibbs(
             kappa=10,
             capacity=args.capacity,
             test=test,
-            keep_factors=False,
+            keep_factors=False,  # the strong protocol reads the final state
             feature_step=args.feature_step,
             weight_precision_prior=args.ipm3f_weight_prior,
         )
@@ -183,9 +207,10 @@ def fit_gibbs(
         (args.val_iterations, args.val_burn_in) if validation else (args.iterations, args.burn_in)
     )
     score_name = "score_test" if args.plain_mean else "score_test_rb"
-    return _gibbs_levels(
+    *out, result = _gibbs_levels(
         algorithm, jax.random.key(seed), sweeps, test[0], score_name, chains=args.chains
     )
+    return (*out, item_side_of(result) if keep else None)
 
 
 def fit_baseline(train, n_users, n_items, reg, test, args, seed, item_factors=None):
@@ -258,7 +283,7 @@ def run_dataset(name, args):
     if not args.skip_fm:
         models += ["bnpjax FMOrdinal", "myFM OrderedProbit"]
     if args.strong_fraction > 0:
-        models += ["Gibbs M3F, strong", "optax M3F (R&S 2005), strong"]
+        models += ["Gibbs M3F, strong", "Gibbs iPM3F, strong", "optax M3F (R&S 2005), strong"]
     scores = {m: [] for m in models}
     seconds = {m: [] for m in models}
     parts = range(args.partitions)
@@ -311,7 +336,7 @@ def run_dataset(name, args):
                     if best is None or v < best[0]:
                         best = (v, C)
                 chosen[kind] = best[1]
-            keep = strong is not None and kind == "m3f"
+            keep = strong is not None
             lv, sweep, compile_s, extra, median_lv, item_means = fit_gibbs(
                 kind, train, n_fit, n_items, chosen[kind], test, args, part, keep=keep
             )
@@ -324,7 +349,7 @@ def run_dataset(name, args):
                 f"{sweep:.3f} s/sweep (compile {compile_s:.1f} s{extra})"
             )
             if keep:
-                # the new users, with the items held at the weak run's posterior mean
+                # the new users, with the item side held at the weak run's (item_side_of)
                 lv, sweep, _, _, median_lv, _ = fit_gibbs(
                     kind,
                     s_train,

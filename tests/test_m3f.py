@@ -127,6 +127,19 @@ def test_geweke_m3f_catches_item_biases_on_a_wrong_scale(monkeypatch):
     assert not result.passed, str(result)
 
 
+def _margin_geweke(seed, prior_sample, kernel, test_functions, num_successive):
+    """The Geweke test on the margin-data model of BASE and HYPER (module docstring)."""
+    return geweke_test(
+        jax.random.key(seed),
+        prior_sample=prior_sample,
+        data_sample=lambda key, state: m3f.data_sample(key, state, BASE, HYPER),
+        kernel=kernel,
+        test_functions=test_functions,
+        num_marginal=20_000,
+        num_successive=num_successive,
+    )
+
+
 FIXED_V = np.array([[0.8, -0.5], [-0.3, 1.1], [1.2, 0.4]])
 FIXED_C = np.array([0.5, -0.7, 0.2])
 
@@ -145,14 +158,12 @@ def _fixed_items_geweke(num_successive):
         del out["sum V^2"]
         return out
 
-    return geweke_test(
-        jax.random.key(6),
-        prior_sample=prior_sample,
-        data_sample=lambda key, state: m3f.data_sample(key, state, BASE, HYPER),
-        kernel=lambda data: m3f.gibbs(data, hyper=HYPER, item_factors=FIXED_V, item_biases=FIXED_C),
-        test_functions=stats,
-        num_marginal=20_000,
-        num_successive=num_successive,
+    return _margin_geweke(
+        6,
+        prior_sample,
+        lambda data: m3f.gibbs(data, hyper=HYPER, item_factors=FIXED_V, item_biases=FIXED_C),
+        stats,
+        num_successive,
     )
 
 
@@ -275,6 +286,79 @@ def test_geweke_ipm3f():
     with its weights) on the margin-data model with Z ~ IBP(alpha)."""
     result = _ipm3f_geweke()
     assert result.passed, str(result)
+
+
+# strong generalization: three fixed features held by 3, 1 and 5 of 6 reference users
+REFERENCE = dict(
+    item_factors=np.array([[0.9, -0.6, 0.3], [-0.4, 1.0, 0.8], [1.1, 0.5, -0.7]]),
+    feature_counts=[3, 1, 5],
+    num_reference_users=6,
+)
+
+
+def _reference_geweke(num_successive):
+    """iPM3F with the item side fixed: the joint is p(Z, theta, lambda, margins | V, Z_ref),
+    Z from the reference users' buffet restricted to their features."""
+
+    def stats(state, data):
+        out = _stats(state, data, fixed_alpha=True)
+        del out["sum V^2"]
+        out["<Z, counts>"] = jnp.sum(state.Z @ jnp.asarray(REFERENCE["feature_counts"], float))
+        return out
+
+    return _margin_geweke(
+        8,
+        lambda key: m3f.ipm3f_prior_sample(key, BASE, HYPER, ALPHA, 3, **REFERENCE),
+        lambda data: m3f.ipm3f_gibbs(data, hyper=HYPER, **REFERENCE),
+        stats,
+        num_successive,
+    )
+
+
+@pytest.mark.slow
+def test_geweke_ipm3f_with_fixed_items():
+    result = _reference_geweke(3_000)
+    assert result.passed, str(result)
+
+
+@pytest.mark.slow
+def test_geweke_ipm3f_with_fixed_items_catches_reference_users_left_out(monkeypatch):
+    """pi_k's Beta counting the new users alone, as if the reference users were not there."""
+    original = m3f.ibp.feature_log_odds
+    monkeypatch.setattr(
+        m3f.ibp, "feature_log_odds", lambda key, z_k, *reference: original(key, z_k)
+    )
+    result = _reference_geweke(1_500)
+    assert not result.passed, str(result)
+
+
+def test_ipm3f_fixed_items_input_and_trace():
+    data = m3f.make_data(*_pairs(), 4, 3, L)
+    with pytest.raises(ValueError, match="go together"):
+        m3f.ipm3f_gibbs(data, item_factors=REFERENCE["item_factors"])
+    bad = [
+        (dict(item_factors=np.ones((2, 3))), "item_factors must be"),
+        (dict(item_factors=np.full((3, 3), np.nan)), "NaN"),
+        (dict(feature_counts=[3, 1]), "one count per column"),
+        (dict(feature_counts=[3, 0, 5]), "1..num_reference_users"),
+        (dict(feature_counts=[3, 7, 5]), "1..num_reference_users"),
+        (dict(feature_counts=[3, 1.5, 5]), "integers"),
+        (dict(num_reference_users=0), "num_reference_users"),
+    ]
+    for change, message in bad:
+        with pytest.raises(ValueError, match=message):
+            m3f.ipm3f_gibbs(data, **{**REFERENCE, **change})
+    with pytest.raises(ValueError, match="no part"):
+        m3f.ipm3f_gibbs(data, alpha_prior=(1.0, 1.0), **REFERENCE)
+    idata = bnpjax.sample(
+        m3f.ipm3f_gibbs(data, test=([0, 1], [2, 0]), **REFERENCE),
+        jax.random.key(0),
+        5,
+        progress_bar=False,
+    )
+    assert "V" not in idata.posterior and "alpha" not in idata.posterior
+    assert idata.posterior["Z"].shape == (1, 5, 4, 3)
+    assert idata.sample_stats["score_test"].shape == (1, 5, 2)
 
 
 def test_new_feature_conditional_matches_brute_force():

@@ -174,6 +174,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
+from jax.scipy.special import betaln
 from jax.scipy.stats import gamma as gamma_distribution
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
@@ -851,19 +852,24 @@ def _check_common(data, hyper):
         )
 
 
+def _item_factors(item_factors, num_items) -> np.ndarray:
+    V = np.asarray(item_factors, dtype=float)
+    if V.ndim != 2 or V.shape[0] != num_items or V.shape[1] < 1:
+        raise ValueError(
+            f"item_factors must be (num_items, K) = ({num_items}, K), got shape {V.shape}"
+        )
+    if not np.all(np.isfinite(V)):
+        raise ValueError("item_factors contains NaN or infinite values")
+    return V
+
+
 def _fixed_items(item_factors, item_biases, item_bias, rank, num_items, dtype):
     """Check the strong-generalization inputs of :func:`gibbs`; returns ``(rank, fixed)``."""
     if item_factors is None:
         if item_biases is not None:
             raise ValueError("item_biases is given without item_factors")
         return (10 if rank is None else _positive_int(rank, "rank")), None
-    V = np.asarray(item_factors, dtype=float)
-    if V.ndim != 2 or V.shape[0] != num_items or V.shape[1] < 1:
-        raise ValueError(
-            f"item_factors must be (num_items, rank) = ({num_items}, K), got shape {V.shape}"
-        )
-    if not np.all(np.isfinite(V)):
-        raise ValueError("item_factors contains NaN or infinite values")
+    V = _item_factors(item_factors, num_items)
     if rank is not None and _positive_int(rank, "rank") != V.shape[1]:
         raise ValueError(f"rank={rank} does not match item_factors with {V.shape[1]} columns")
     if item_biases is None:
@@ -1005,6 +1011,42 @@ def _new_feature_pair_terms(b, xi_res, sigma, kappa: int):
     return -k * jnp.log(sigma) - 0.5 * logdet + 0.5 * xi_res[:, None] ** 2 * quad
 
 
+def _redraw_columns(key, data, b, xi, Z, V, order, num_columns, reference=None):
+    """Columns ``order[:num_columns]`` in turn, each for every user at once given its
+    :math:`\\pi_k` (module docstring, "Row-parallel iPM3F"). Given :math:`\\pi_k`, V and
+    the other columns, the users' :math:`z_{ik}` are independent (each touches only its own
+    pairs' pseudo-likelihood), so the column is one exact block. Returns ``Z`` and its scores.
+
+    ``reference = (counts, num_rows)``: feature counts of users held fixed outside ``Z``
+    (strong generalization). :math:`\\pi_k`'s Beta then counts them too, and a column may
+    empty among ``Z``'s users, since the reference users hold it."""
+    N = Z.shape[0]
+    users, items = data.users, data.items
+    dtype = V.dtype
+
+    def column(position, carry):
+        Z, x = carry
+        k = order[position]
+        key_pi, key_z = jax.random.split(jax.random.fold_in(key, k))
+        z_k = Z[:, k]
+        v = V[items, k]
+        x_off = x - z_k[users] * v
+        # log pseudo-likelihood ratio of z_ik = 1 against 0, summed over the user's pairs
+        gain = jax.ops.segment_sum(v * (xi - b * x_off - 0.5 * b * v), users, num_segments=N)
+        if reference is None:
+            # only columns active at the start are visited, and they stay non-empty
+            on = ibp.sample_nonempty_column(key_z, ibp.feature_log_odds(key_pi, z_k) + gain)
+        else:
+            counts, num_rows = reference
+            log_odds = ibp.feature_log_odds(key_pi, z_k, counts[k], num_rows) + gain
+            uniforms = jax.random.uniform(key_z, (N,), dtype)
+            on = jnp.log(uniforms) < -jax.nn.softplus(-log_odds)
+        on = on.astype(dtype)
+        return Z.at[:, k].set(on), x_off + on[users] * v
+
+    return jax.lax.fori_loop(0, num_columns, column, (Z, _scores(data, Z, V)))
+
+
 def _parallel_features(key, data, b, xi, Z, V, alpha, sigma, kappa):
     """Row-parallel Z step (module docstring, "Row-parallel iPM3F"): the instantiated columns
     in a random order, each for every user at once given ``pi_k``, then every user's
@@ -1015,23 +1057,7 @@ def _parallel_features(key, data, b, xi, Z, V, alpha, sigma, kappa):
     users, items = data.users, data.items
     dtype = V.dtype
     order = ibp.active_column_order(key_order, Z)
-
-    def column(position, carry):
-        Z, x = carry
-        k = order[position]
-        key_pi, key_z = jax.random.split(jax.random.fold_in(key_cols, k))
-        z_k = Z[:, k]
-        v = V[items, k]
-        x_off = x - z_k[users] * v
-        # log pseudo-likelihood ratio of z_ik = 1 against 0, summed over the user's pairs
-        gain = jax.ops.segment_sum(v * (xi - b * x_off - 0.5 * b * v), users, num_segments=N)
-        # only columns active at the start are visited, and they stay non-empty
-        on = ibp.sample_nonempty_column(key_z, ibp.feature_log_odds(key_pi, z_k) + gain)
-        on = on.astype(dtype)
-        return Z.at[:, k].set(on), x_off + on[users] * v
-
-    num_active = jnp.sum(Z.sum(0) > 0)
-    Z, x = jax.lax.fori_loop(0, num_active, column, (Z, _scores(data, Z, V)))
+    Z, x = _redraw_columns(key_cols, data, b, xi, Z, V, order, jnp.sum(Z.sum(0) > 0))
 
     # every user's singletons redrawn at once, their weights integrated out
     singleton = (Z.sum(0) == 1).astype(dtype)
@@ -1242,6 +1268,79 @@ def _sample_weight_sd(key, V, num_weights, prior):
     return jax.lax.rsqrt(precision)
 
 
+def _reference_log_prior(Z, counts, num_rows):
+    """:math:`\\log p(Z \\mid \\text{reference users})` on the reference users' features:
+    per feature, the Beta-Bernoulli marginal :math:`B(m_k + n_k, R - m_k + 1 + N - n_k) /
+    B(m_k, R - m_k + 1)` (``m_k`` of ``R`` reference users hold it, ``n_k`` of ``Z``'s N)."""
+    n = Z.sum(0)
+    N = Z.shape[0]
+    tail = num_rows - counts + 1.0
+    return jnp.sum(betaln(counts + n, tail + N - n) - betaln(counts, tail))
+
+
+def _ipm3f_fixed_items_step(data, hyper, reference, key, state, *, num_users):
+    key_w, key_t, key_order, key_z = jax.random.split(key, 4)
+    Z, V = state.Z, state.V
+    x = _scores(data, Z, V)
+    omega = _sample_omega(key_w, data, hyper, state.theta, x)
+    theta = _sample_theta(key_t, data, hyper, omega, x, num_users)
+    b, xi = _pair_terms(data, hyper, theta, omega)
+    K = Z.shape[1]
+    order = jax.random.permutation(key_order, K)
+    Z, x = _redraw_columns(key_z, data, b, xi, Z, V, order, K, reference)
+    new = state._replace(Z=Z, theta=theta, omega=omega)
+    info = M3FInfo(
+        lp=_hinge_log_posterior(data, hyper, _reference_log_prior(Z, *reference), V, theta, x),
+        train_mae=_train_mae(data, theta, x),
+        num_features=jnp.sum(Z.sum(0) > 0).astype(jnp.int32),
+        capacity_exceeded=jnp.zeros((), bool),
+        capacity_needed=jnp.zeros((), jnp.int32),
+        score_factors=(state.Z, V),
+    )
+    return new, info
+
+
+def _ipm3f_fixed_items_init(data, hyper, reference, V, key, *, num_users, alpha):
+    key_z, key_w = jax.random.split(key)
+    counts, num_rows = reference
+    dtype = data.signs.dtype
+    # each new user as the next customer of the reference users' buffet
+    p_on = counts / (num_rows + 1.0)
+    Z = (jax.random.uniform(key_z, (num_users, counts.shape[0]), dtype) < p_on).astype(dtype)
+    theta = jnp.broadcast_to(hyper.rho, (num_users, hyper.rho.shape[0])).astype(dtype)
+    omega = _sample_omega(key_w, data, hyper, theta, _scores(data, Z, V))
+    return IPM3FState(Z, V, theta, omega, jnp.asarray(alpha, dtype), hyper.sigma_v.astype(dtype))
+
+
+def _reference_features(item_factors, feature_counts, num_reference_users, num_items, dtype):
+    """Check the strong-generalization inputs of :func:`ipm3f_gibbs`; returns ``None`` or
+    ``(V, (counts, num_reference_users))``."""
+    given = [v is not None for v in (item_factors, feature_counts, num_reference_users)]
+    if not any(given):
+        return None
+    if not all(given):
+        raise ValueError(
+            "item_factors, feature_counts and num_reference_users go together (the fixed "
+            "features' weights, how many reference users hold each, and how many there are)"
+        )
+    V = _item_factors(item_factors, num_items)
+    rows = _positive_int(num_reference_users, "num_reference_users")
+    counts = np.asarray(feature_counts, dtype=float)
+    if counts.shape != (V.shape[1],):
+        raise ValueError(
+            f"feature_counts must have one count per column of item_factors ({V.shape[1]}), "
+            f"got shape {counts.shape}"
+        )
+    if not np.all(np.isfinite(counts)) or np.any(counts != np.round(counts)):
+        raise ValueError("feature_counts must be integers")
+    if counts.min() < 1 or counts.max() > rows:
+        raise ValueError(
+            "feature_counts must lie in 1..num_reference_users: a fixed feature is one that "
+            f"some reference user holds (got {counts.min():g}..{counts.max():g}, {rows} users)"
+        )
+    return jnp.asarray(V, dtype), (jnp.asarray(counts, dtype), rows)
+
+
 def _ipm3f_init(data, hyper, key, *, num_users, num_items, capacity, alpha, num_init_features):
     key_z, key_v, key_w = jax.random.split(key, 3)
     dtype = data.signs.dtype
@@ -1253,15 +1352,14 @@ def _ipm3f_init(data, hyper, key, *, num_users, num_items, capacity, alpha, num_
     return IPM3FState(Z, V, theta, omega, jnp.asarray(alpha, dtype), hyper.sigma_v.astype(dtype))
 
 
-def _ipm3f_trace(data, test, state, info, *, keep_factors):
-    posterior = {
-        "num_features": info.num_features,
-        "theta": state.theta,
-        "alpha": state.alpha,
-        "sigma_v": state.sigma_v,
-    }
+def _ipm3f_trace(data, test, state, info, *, keep_factors, fixed_items=False):
+    posterior = {"num_features": info.num_features, "theta": state.theta}
+    if not fixed_items:
+        posterior.update(alpha=state.alpha, sigma_v=state.sigma_v)
     if keep_factors:
-        posterior.update(Z=state.Z, V=state.V)
+        posterior["Z"] = state.Z
+        if not fixed_items:
+            posterior["V"] = state.V
     stats = {"lp": info.lp, "train_mae": info.train_mae}
     if test is not None:
         stats.update(_test_trace(test, state.Z, state.V, state.theta, info))
@@ -1285,6 +1383,9 @@ def ipm3f_gibbs(
     alpha_prior: tuple[float, float] | None = None,
     feature_step: str = "sequential",
     weight_precision_prior: tuple[float, float] | None = None,
+    item_factors=None,
+    feature_counts=None,
+    num_reference_users: int | None = None,
 ) -> SamplingAlgorithm:
     """Gibbs iPM3F (module docstring) as a kernel for :func:`bnpjax.sample`: ``Z ~ IBP(alpha)``
     (alpha fixed at the authors' 3 unless ``alpha_prior`` is given), at most ``kappa`` new
@@ -1308,10 +1409,65 @@ def ipm3f_gibbs(
     sweep with its conjugate draw, :math:`1/\\sigma^2 \\mid V \\sim \\mathrm{Gamma}(a + M K_+/2,
     b + \\sum_{j, k \\text{ active}} V_{jk}^2/2)`. The scale of the weights then comes from the
     data instead of being fixed at the authors' :math:`\\sigma = 1` (module docstring, "Weight
-    scale", for what it did on MovieLens)."""
+    scale", for what it did on MovieLens).
+
+    Strong generalization (``../shared/design/m3f.md``): ``item_factors=V`` (``(num_items,
+    K)``), ``feature_counts=m`` and ``num_reference_users=R`` hold the item side at a draw of
+    a run on R other users, of whom :math:`m_k` hold feature k, and fit this data's users as
+    new customers of that buffet. Their prior is the IBP given the reference users' Z,
+    restricted to its K features: :math:`z_{ik} \\mid \\pi_k \\sim
+    \\mathrm{Bernoulli}(\\pi_k)`, :math:`\\pi_k \\sim \\mathrm{Beta}(m_k, R - m_k + 1)`,
+    so :math:`p(z_{ik} = 1 \\mid Z_{-i}) = (m_k + n_{-ik}) / (R + N)` as in the buffet.
+    (A new user's new dishes are Poisson and independent of its choices among existing
+    ones, so leaving them out conditions on their absence and changes no other
+    conditional; with V fixed, their weights would come from the new users alone.)
+    The sweep is :math:`\\lambda`, :math:`\\theta`, then every column in a random order
+    with all users at once given :math:`\\pi_k \\mid z_k \\sim \\mathrm{Beta}(m_k + n_k,
+    R + N - m_k - n_k + 1)`: exact Gibbs for :math:`q(Z, \\theta \\mid Y, V, Z_{ref})`.
+    ``alpha``, ``kappa`` and the weight scale play no part; ``V`` is never traced."""
     if hyper is None:
         hyper = make_hyper(int(data.signs.shape[1]) + 1)
     _check_common(data, hyper)
+    sizes = dict(num_users=data.user_degree.shape[0], num_items=data.item_degree.shape[0])
+    fixed = _reference_features(
+        item_factors, feature_counts, num_reference_users, sizes["num_items"], data.signs.dtype
+    )
+    if fixed is not None:
+        if alpha_prior is not None or weight_precision_prior is not None:
+            raise ValueError(
+                "alpha_prior and weight_precision_prior have no part with fixed item_factors"
+            )
+        V, reference = fixed
+        return SamplingAlgorithm(
+            init=bind(
+                _ipm3f_fixed_items_init,
+                data,
+                hyper,
+                reference,
+                V,
+                num_users=sizes["num_users"],
+                alpha=float(alpha),
+            ),
+            step=bind(
+                _ipm3f_fixed_items_step, data, hyper, reference, num_users=sizes["num_users"]
+            ),
+            trace=bind(
+                _ipm3f_trace,
+                data,
+                _test_arrays(test, data),
+                keep_factors=bool(keep_factors),
+                fixed_items=True,
+            ),
+            spec=ArvizSpec(
+                name="m3f.ipm3f_gibbs",
+                dims=_dims("Z", "feature"),
+                settings={
+                    "fixed_items": True,
+                    "num_reference_users": reference[1],
+                    "C": float(hyper.C),
+                },
+            ),
+        )
     kappa = _positive_int(kappa, "kappa")
     capacity = _positive_int(capacity, "capacity")
     if capacity < kappa:
@@ -1322,7 +1478,6 @@ def ipm3f_gibbs(
     weight_precision_prior = _gamma_prior(weight_precision_prior, "weight_precision_prior")
     if feature_step not in FEATURE_STEPS:
         raise ValueError(f"feature_step must be one of {FEATURE_STEPS}, got {feature_step!r}")
-    sizes = dict(num_users=data.user_degree.shape[0], num_items=data.item_degree.shape[0])
     test_arrays = _test_arrays(test, data)
     settings = dict(
         hyper=hyper,
@@ -1384,13 +1539,32 @@ def ipm3f_prior_sample(
     capacity: int,
     alpha_prior=None,
     weight_precision_prior=None,
+    item_factors=None,
+    feature_counts=None,
+    num_reference_users=None,
 ) -> IPM3FState:
     """``Z ~ IBP(alpha)`` (buffet process), active ``V`` from the prior, thresholds from their
     prior, ``lambda ~ Exponential(rate c/2)`` (the Geweke construction). With
     ``alpha_prior = (a, b)``, alpha is drawn from Gamma(a, rate b) first; with
-    ``weight_precision_prior = (a, b)``, the weight precision from Gamma(a, rate b)."""
+    ``weight_precision_prior = (a, b)``, the weight precision from Gamma(a, rate b).
+
+    With ``item_factors``, ``feature_counts`` and ``num_reference_users`` (strong
+    generalization, :func:`ipm3f_gibbs`), ``V`` is the given one and ``Z`` comes from the
+    reference users' buffet: :math:`\\pi_k \\sim \\mathrm{Beta}(m_k, R - m_k + 1)`, then
+    :math:`z_{ik} \\sim \\mathrm{Bernoulli}(\\pi_k)` for every user (``capacity`` unused)."""
     key_z, key_rest, key_alpha, key_sigma = jax.random.split(key, 4)
     dtype = data.signs.dtype
+    N, M = data.user_degree.shape[0], data.item_degree.shape[0]
+    fixed = _reference_features(item_factors, feature_counts, num_reference_users, M, dtype)
+    if fixed is not None:
+        V, (counts, num_rows) = fixed
+        g = jax.random.gamma(key_z, jnp.stack([counts, num_rows - counts + 1.0]), dtype=dtype)
+        pi = g[0] / (g[0] + g[1])
+        Z = (jax.random.uniform(key_alpha, (N, V.shape[1]), dtype) < pi).astype(dtype)
+        base = prior_sample(key_rest, data, hyper, V.shape[1])
+        return IPM3FState(
+            Z, V, base.theta, base.omega, jnp.asarray(alpha, dtype), hyper.sigma_v.astype(dtype)
+        )
     if alpha_prior is not None:
         shape, rate = _gamma_prior(alpha_prior, "alpha_prior")
         alpha = jax.random.gamma(key_alpha, shape, dtype=dtype) / rate

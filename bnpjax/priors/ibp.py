@@ -216,15 +216,19 @@ def active_column_order(key, Z) -> jax.Array:
     return jnp.argsort(jnp.where(active, jax.random.uniform(key, active.shape), 2.0))
 
 
-def feature_log_odds(key, z_k) -> jax.Array:
+def feature_log_odds(key, z_k, reference_count=0.0, num_reference_rows=0) -> jax.Array:
     """Draw an instantiated feature's probability :math:`\\pi_k \\mid z_k \\sim
     \\mathrm{Beta}(m_k, N - m_k + 1)` (the finite-model limit of the row-parallel samplers)
     and return its log-odds :math:`\\log \\pi_k / (1 - \\pi_k)`. Beta(a, b) is
     :math:`G_a / (G_a + G_b)` with Gamma draws, so the log-odds is :math:`\\log G_a - \\log
     G_b`: one Gamma sampler in a compiled loop, and finite even where :math:`\\pi_k` would
-    round to 1 in float32."""
-    N = z_k.shape[0]
-    m_k = jnp.sum(z_k)
+    round to 1 in float32.
+
+    ``reference_count`` and ``num_reference_rows`` add rows held fixed outside ``z_k`` (new
+    customers of a buffet whose first ``num_reference_rows`` customers are known): ``m_k``
+    and ``N`` then count them too."""
+    N = z_k.shape[0] + num_reference_rows
+    m_k = jnp.sum(z_k) + reference_count
     # max(m_k, 1): an empty column is never visited, but a batched loop evaluates it anyway
     g = jax.random.gamma(key, jnp.stack([jnp.maximum(m_k, 1.0), N - m_k + 1.0]), dtype=z_k.dtype)
     return jnp.log(g[0]) - jnp.log(g[1])
