@@ -24,8 +24,9 @@ Protocol (``../shared/design/m3f.md``, the authors' code chokkyvista/iPM3F):
   before the weak split; the weak protocol runs on the others; then the set-aside users, one
   held-out rating each, are fitted with the item side held at the weak run's fit (Gibbs M3F:
   the posterior mean of V, and of the item biases with ``--item-bias``, as the authors'
-  code does; Gibbs iPM3F: the last draw's V and feature counts, the new users joining that
-  buffet; the optax baseline: its optimum V), with the same C / regularization. The FMs
+  code does; Gibbs iPM3F: ``--strong-references`` (5) draws of its V and feature counts,
+  spread over the kept draws, the new users joining each draw's buffet and their scores
+  pooled; the optax baseline: its optimum V), with the same C / regularization. The FMs
   take part in the weak protocol only.
 
 Baselines on the same split: M3F by optimization (Rennie & Srebro 2005, smooth hinge,
@@ -112,9 +113,9 @@ def strong_split(users, items, y, fraction: float, seed: int):
     return parts[0], parts[1]
 
 
-def _gibbs_levels(algorithm, key, sweeps, test_users, score_name="score_test_rb", chains=1):
+def _run_gibbs(algorithm, key, sweeps, chains=1):
     iterations, burn_in = sweeps
-    result = run(
+    return run(
         algorithm,
         key,
         iterations - burn_in,
@@ -122,42 +123,59 @@ def _gibbs_levels(algorithm, key, sweeps, test_users, score_name="score_test_rb"
         num_chains=chains,
         progress_bar=False,
     )
-    stats, post = result.trace["sample_stats"], result.trace["posterior"]
-    # the posterior mean pools the kept draws of every chain
-    score = np.asarray(stats[score_name]).mean(axis=(0, 1))
+
+
+def _gibbs_levels(results, iterations, test_users, score_name="score_test_rb"):
+    """Posterior-mean levels from the kept draws of every chain of every run in ``results``
+    (several runs: the strong iPM3F fits, one per reference draw, pooled)."""
+
+    def pooled(group, name):
+        return np.concatenate([np.asarray(r.trace[group][name]) for r in results], axis=1)
+
+    score = pooled("sample_stats", score_name).mean(axis=(0, 1))
     if not np.all(np.isfinite(score)):
         raise FloatingPointError(
             "non-finite Gibbs scores (float32 breakdown? run without --float32)"
         )
-    theta = np.asarray(post["theta"]).mean(axis=(0, 1))
+    theta = pooled("posterior", "theta").mean(axis=(0, 1))
     levels = np.asarray(m3f.levels_from_scores(jnp.asarray(score), jnp.asarray(theta[test_users])))
     # the pseudo-posterior predictive median level (MAE-optimal; what the FMs report)
-    proba = m3f.predictive_distribution(np.asarray(stats["level_test"]), 5)
+    proba = m3f.predictive_distribution(pooled("sample_stats", "level_test"), 5)
     median = _median_level(proba)
-    t = result.timings
-    per_sweep = (t.get("warmup_s", 0.0) + t.get("sampling_s", 0.0)) / iterations
+    timings = [r.timings for r in results]
+    per_sweep = statistics.mean(
+        (t.get("warmup_s", 0.0) + t.get("sampling_s", 0.0)) / iterations for t in timings
+    )
+    compile_s = sum(t.get("compile_s", 0.0) for t in timings)
+    post = results[-1].trace["posterior"]
     extra = ""
     if "num_features" in post:
         extra = f", K+ {np.asarray(post['num_features'])[:, -1].tolist()}"
     if "sigma_v" in post:
         extra += f", sigma {np.round(np.asarray(post['sigma_v'])[:, -1], 3).tolist()}"
-    return levels, per_sweep, t.get("compile_s", 0.0), extra, median, result
+    return levels, per_sweep, compile_s, extra, median
 
 
-def item_side_of(result):
+def item_side_of(result, num_references=1):
     """What the strong protocol holds fixed from a weak run: for Gibbs M3F the posterior mean
     of V (and of the item biases), as the authors' code does; for iPM3F, whose features are
-    not identified across draws (they are born, die and swap places), the last draw of chain
-    0: V on its active features, how many users hold each, and the number of users."""
+    not identified across draws (they are born, die and swap places), a list of
+    ``num_references`` draws of chain 0 spread evenly over its kept draws (the last is the
+    final state): per draw, V on its active features, how many users hold each, and the
+    number of users. The new users are fitted once per draw and their scores pooled, the
+    Monte Carlo average over the weak posterior of the item side."""
     post = result.trace["posterior"]
-    if "V" in post:
+    if "U" in post:
         bias = np.asarray(post["bias"]).mean(axis=(0, 1)) if "bias" in post else None
         return np.asarray(post["V"]).mean(axis=(0, 1)), bias
-    Z = np.asarray(result.final_state.Z)[0]
-    V = np.asarray(result.final_state.V)[0]
-    counts = Z.sum(0)
-    active = counts > 0
-    return V[:, active], counts[active], Z.shape[0]
+    Zs, Vs = np.asarray(post["Z"])[0], np.asarray(post["V"])[0]
+    picks = np.unique(np.round(np.linspace(Zs.shape[0] - 1, 0, num_references)).astype(int))
+    sides = []
+    for d in picks:
+        counts = Zs[d].sum(0)
+        active = counts > 0
+        sides.append((Vs[d][:, active], counts[active], Zs[d].shape[0]))
+    return sides
 
 
 def fit_gibbs(
@@ -181,16 +199,18 @@ def fit_gibbs(
             item_biases=None if item_side is None else item_side[1],
         )
     elif item_side is not None:
-        V, counts, num_reference_users = item_side
-        algorithm = m3f.ipm3f_gibbs(
-            data,
-            hyper=hyper,
-            test=test,
-            keep_factors=False,
-            item_factors=V,
-            feature_counts=counts,
-            num_reference_users=num_reference_users,
-        )
+        algorithms = [
+            m3f.ipm3f_gibbs(
+                data,
+                hyper=hyper,
+                test=test,
+                keep_factors=False,
+                item_factors=V,
+                feature_counts=counts,
+                num_reference_users=num_reference_users,
+            )
+            for V, counts, num_reference_users in item_side
+        ]
     else:
         algorithm = m3f.ipm3f_gibbs(
             data,
@@ -199,7 +219,7 @@ def fit_gibbs(
             kappa=10,
             capacity=args.capacity,
             test=test,
-            keep_factors=False,  # the strong protocol reads the final state
+            keep_factors=keep,
             feature_step=args.feature_step,
             weight_precision_prior=args.ipm3f_weight_prior,
         )
@@ -207,10 +227,12 @@ def fit_gibbs(
         (args.val_iterations, args.val_burn_in) if validation else (args.iterations, args.burn_in)
     )
     score_name = "score_test" if args.plain_mean else "score_test_rb"
-    *out, result = _gibbs_levels(
-        algorithm, jax.random.key(seed), sweeps, test[0], score_name, chains=args.chains
-    )
-    return (*out, item_side_of(result) if keep else None)
+    if kind == "m3f" or item_side is None:
+        algorithms = [algorithm]
+    key = jax.random.key(seed)
+    results = [_run_gibbs(a, key, sweeps, chains=args.chains) for a in algorithms]
+    out = _gibbs_levels(results, sweeps[0], test[0], score_name)
+    return (*out, item_side_of(results[0], args.strong_references) if keep else None)
 
 
 def fit_baseline(train, n_users, n_items, reg, test, args, seed, item_factors=None):
@@ -504,6 +526,13 @@ def main():
         "--item-bias",
         action="store_true",
         help="Gibbs M3F with item biases (x = U_i . V_j + c_j, c_j ~ N(0, ell^2))",
+    )
+    parser.add_argument(
+        "--strong-references",
+        type=int,
+        default=5,
+        help="strong iPM3F: the new users are fitted against this many draws of the weak run"
+        " (spread over its kept draws), their scores pooled",
     )
     parser.add_argument(
         "--strong-fraction",
