@@ -266,7 +266,8 @@ def test_relation_block_matches_the_expanded_design():
     # the sweep keeps its cached residual exact: the RMSE it reports is that of a fresh
     # prediction from the state it returns
     algorithm = fm.gibbs(with_block, rank=3, hyper=HYPER)
-    new, info = algorithm.step(jax.random.key(1), algorithm.init(jax.random.key(2)))
+    # compiled: run op by op, this one sweep took 19 s against 8 s
+    new, info = jax.jit(algorithm.step)(jax.random.key(1), algorithm.init(jax.random.key(2)))
     yhat, _ = fm._predict_parts(plain, new.b, new.w, new.V)
     np.testing.assert_allclose(info.rmse, np.sqrt(np.mean((y - yhat) ** 2)), rtol=1e-4)
 
