@@ -187,17 +187,20 @@ def fit_gibbs(
     data = m3f.make_data(users, items, y, n_users, n_items, 5, margin=args.margin)
     sigma_v = args.ipm3f_sigma if kind == "ipm3f" else 1.0
     hyper = m3f.make_hyper(5, C=C, margin=args.margin, sigma_v=sigma_v)
+    # one algorithm per run; the strong iPM3F fit has one per reference draw, pooled
     if kind == "m3f":
-        algorithm = m3f.gibbs(
-            data,
-            rank=None if item_side is not None else args.rank,
-            hyper=hyper,
-            test=test,
-            keep_factors=keep,
-            item_bias=args.item_bias,
-            item_factors=None if item_side is None else item_side[0],
-            item_biases=None if item_side is None else item_side[1],
-        )
+        algorithms = [
+            m3f.gibbs(
+                data,
+                rank=None if item_side is not None else args.rank,
+                hyper=hyper,
+                test=test,
+                keep_factors=keep,
+                item_bias=args.item_bias,
+                item_factors=None if item_side is None else item_side[0],
+                item_biases=None if item_side is None else item_side[1],
+            )
+        ]
     elif item_side is not None:
         algorithms = [
             m3f.ipm3f_gibbs(
@@ -212,23 +215,23 @@ def fit_gibbs(
             for V, counts, num_reference_users in item_side
         ]
     else:
-        algorithm = m3f.ipm3f_gibbs(
-            data,
-            hyper=hyper,
-            alpha=3.0,
-            kappa=10,
-            capacity=args.capacity,
-            test=test,
-            keep_factors=keep,
-            feature_step=args.feature_step,
-            weight_precision_prior=args.ipm3f_weight_prior,
-        )
+        algorithms = [
+            m3f.ipm3f_gibbs(
+                data,
+                hyper=hyper,
+                alpha=3.0,
+                kappa=10,
+                capacity=args.capacity,
+                test=test,
+                keep_factors=keep,
+                feature_step=args.feature_step,
+                weight_precision_prior=args.ipm3f_weight_prior,
+            )
+        ]
     sweeps = (
         (args.val_iterations, args.val_burn_in) if validation else (args.iterations, args.burn_in)
     )
     score_name = "score_test" if args.plain_mean else "score_test_rb"
-    if kind == "m3f" or item_side is None:
-        algorithms = [algorithm]
     key = jax.random.key(seed)
     results = [_run_gibbs(a, key, sweeps, chains=args.chains) for a in algorithms]
     out = _gibbs_levels(results, sweeps[0], test[0], score_name)
