@@ -1016,7 +1016,7 @@ def _new_feature_pair_terms(b, xi_res, sigma, kappa: int):
     return -k * jnp.log(sigma) - 0.5 * logdet + 0.5 * xi_res[:, None] ** 2 * quad
 
 
-def _redraw_columns(key, data, b, xi, Z, V, order, num_columns, reference=None, scores=None):
+def _redraw_columns(key, data, b, xi, Z, V, order, num_columns, reference=None):
     """Columns ``order[:num_columns]`` in turn, each for every user at once given its
     :math:`\\pi_k` (module docstring, "Row-parallel iPM3F"). Given :math:`\\pi_k`, V and
     the other columns, the users' :math:`z_{ik}` are independent (each touches only its own
@@ -1024,8 +1024,7 @@ def _redraw_columns(key, data, b, xi, Z, V, order, num_columns, reference=None, 
 
     ``reference = (counts, num_rows)``: feature counts of users held fixed outside ``Z``
     (strong generalization). :math:`\\pi_k`'s Beta then counts them too, and a column may
-    empty among ``Z``'s users, since the reference users hold it. ``scores``: ``Z``'s scores
-    where the caller has them already."""
+    empty among ``Z``'s users, since the reference users hold it."""
     N = Z.shape[0]
     users, items = data.users, data.items
     dtype = V.dtype
@@ -1050,9 +1049,7 @@ def _redraw_columns(key, data, b, xi, Z, V, order, num_columns, reference=None, 
         on = on.astype(dtype)
         return Z.at[:, k].set(on), x_off + on[users] * v
 
-    if scores is None:
-        scores = _scores(data, Z, V)
-    return jax.lax.fori_loop(0, num_columns, column, (Z, scores))
+    return jax.lax.fori_loop(0, num_columns, column, (Z, _scores(data, Z, V)))
 
 
 def _parallel_features(key, data, b, xi, Z, V, alpha, sigma, kappa):
@@ -1295,7 +1292,7 @@ def _ipm3f_fixed_items_step(data, hyper, reference, key, state, *, num_users):
     b, xi = _pair_terms(data, hyper, theta, omega)
     K = Z.shape[1]
     order = jax.random.permutation(key_order, K)
-    Z, x = _redraw_columns(key_z, data, b, xi, Z, V, order, K, reference, scores=x)
+    Z, x = _redraw_columns(key_z, data, b, xi, Z, V, order, K, reference)
     new = state._replace(Z=Z, theta=theta, omega=omega)
     info = M3FInfo(
         lp=_hinge_log_posterior(data, hyper, _reference_log_prior(Z, *reference), V, theta, x),
