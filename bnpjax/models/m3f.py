@@ -339,9 +339,9 @@ def make_data(
     mismatched lengths, or a ``num_levels`` below the largest rating.
 
     The pairs are grouped by user and by item in buckets of power-of-two degree widths, and
-    the compiled sweep depends on that layout: refitting the same ratings (another ``C``,
-    seed, chain count or start) reuses the compiled program, while other ratings of the same
-    size recompile once when their degree profile falls into other buckets.
+    the compiled sweep depends on that layout: refitting the same ratings with another ``C``
+    or seed reuses the compiled program, while other ratings of the same size recompile once
+    when their degree profile falls into other buckets.
     """
     num_users = _positive_int(num_users, "num_users")
     num_items = _positive_int(num_items, "num_items")
