@@ -25,6 +25,7 @@ also checked directly against SciPy's generalized inverse Gaussian.
 
 import functools
 import re
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -638,6 +639,12 @@ def test_bad_input_is_rejected_naming_the_argument():
         m3f.make_data(u, v, y, 4, 3, 3, margin=np.ones(3))
     with pytest.raises(ValueError, match="C must be positive"):
         m3f.make_hyper(3, C=-1.0)
+    # 1-based ids with num_users = max id + 1 leave user 0 without ratings: kept, but said
+    with pytest.warns(UserWarning, match=r"1 users have no ratings \(ids \[0\]\)"):
+        m3f.make_data(u + 1, v, y, 5, 3, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an item without ratings is a routine held-out case
+        m3f.make_data(u, v, y, 4, 4, 3)
     data = m3f.make_data(u, v, y, 4, 3, 3)
     with pytest.raises(ValueError, match="levels"):
         m3f.gibbs(data, hyper=m3f.make_hyper(5))

@@ -168,6 +168,7 @@ less Monte Carlo noise. The kernel itself is unchanged by it.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -338,6 +339,12 @@ def make_data(
     the argument on NaN/inf, non-integers, out-of-range ids or ratings, duplicate pairs,
     mismatched lengths, or a ``num_levels`` below the largest rating.
 
+    Users and items without any rating are kept, not dropped: their factors (and a user's
+    thresholds) are then drawn from the prior, so a test pair of theirs is predicted from the
+    prior (a cold start). Items without training ratings are routine in a held-out split;
+    users without any are not (the rows of the rating matrix: often a sign of 1-based ids
+    with ``num_users = max id + 1``), so they raise a ``UserWarning`` naming the first ones.
+
     The pairs are grouped by user and by item in buckets of power-of-two degree widths, and
     the compiled sweep depends on that layout: refitting the same ratings with another ``C``
     or seed reuses the compiled program, while other ratings of the same size recompile once
@@ -372,6 +379,15 @@ def make_data(
         raise ValueError("margin must be finite")
     if margin.shape not in ((), (u.size, num_levels - 1)):
         raise ValueError(f"margin must be a scalar or of shape ({u.size}, {num_levels - 1})")
+    unrated_users = np.flatnonzero(np.bincount(u, minlength=num_users) == 0)
+    if unrated_users.size:
+        warnings.warn(
+            f"num_users = {num_users}, but {unrated_users.size} users have no ratings (ids "
+            f"{unrated_users[:5].tolist()}{', ...' if unrated_users.size > 5 else ''}): their "
+            "factors and thresholds are drawn from the prior; are the ids 0-based?",
+            UserWarning,
+            stacklevel=2,
+        )
     dtype = jnp.result_type(float)
     r = np.arange(1, num_levels)
     signs = np.where(r[None, :] >= y[:, None], 1.0, -1.0)
