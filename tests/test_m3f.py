@@ -637,6 +637,8 @@ def test_bad_input_is_rejected_naming_the_argument():
         m3f.make_data(u, v, y, 4, 3, 1)
     with pytest.raises(ValueError, match="margin must be a scalar"):
         m3f.make_data(u, v, y, 4, 3, 3, margin=np.ones(3))
+    with pytest.raises(ValueError, match="margin must be >= 0"):
+        m3f.make_data(u, v, y, 4, 3, 3, margin=-9.0)
     with pytest.raises(ValueError, match="C must be positive"):
         m3f.make_hyper(3, C=-1.0)
     # 1-based ids with num_users = max id + 1 leave user 0 without ratings: kept, but said
@@ -654,6 +656,11 @@ def test_bad_input_is_rejected_naming_the_argument():
         m3f.ipm3f_gibbs(data, capacity=4, kappa=10)
     with pytest.raises(ValueError, match="feature_step"):
         m3f.ipm3f_gibbs(data, feature_step="rows")
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="num_init_features must be an integer"):
+            m3f.ipm3f_gibbs(data, num_init_features=bad)
+    with pytest.raises(ValueError, match=r"num_init_features \(40\) must be at most capacity"):
+        m3f.ipm3f_gibbs(data, num_init_features=40, capacity=32)
     with pytest.raises(ValueError, match="alpha_prior"):
         m3f.ipm3f_gibbs(data, alpha_prior=(1.0, -1.0))
     with pytest.raises(ValueError, match="alpha_prior"):

@@ -242,6 +242,10 @@ class M3FHyper(NamedTuple):
 
 
 class M3FState(NamedTuple):
+    """A Gibbs M3F draw: factors ``U``, ``V``, thresholds ``theta``, the augmentation
+    :math:`\\omega = 1/\\lambda` per (pair, threshold) and the item biases (module
+    docstring)."""
+
     U: jax.Array  # (N, K)
     V: jax.Array  # (M, K)
     theta: jax.Array  # (N, L-1)
@@ -250,6 +254,10 @@ class M3FState(NamedTuple):
 
 
 class IPM3FState(NamedTuple):
+    """A Gibbs iPM3F draw: binary features ``Z`` in a buffer of ``capacity`` columns (the
+    active ones are the non-empty columns), weights ``V``, thresholds, the augmentation and
+    the (fixed or sampled) ``alpha`` and weight sd (module docstring, "Gibbs iPM3F")."""
+
     Z: jax.Array  # (N, capacity) in {0, 1}
     V: jax.Array  # (M, capacity); columns of inactive features carry no meaning
     theta: jax.Array  # (N, L-1)
@@ -259,6 +267,10 @@ class IPM3FState(NamedTuple):
 
 
 class M3FInfo(NamedTuple):
+    """What one sweep reports: the log pseudo-posterior, the training MAE, the number of
+    (active) features, whether the feature buffer ran short and how many columns it needs,
+    and the factors of the Rao-Blackwellized score."""
+
     lp: jax.Array  # log pseudo-posterior of (U or Z, V, theta), hinge form, up to a constant
     train_mae: jax.Array  # MAE of the rating-level rule on the training pairs
     num_features: jax.Array  # K (M3F) or K+ (iPM3F)
@@ -377,6 +389,9 @@ def make_data(
     margin = np.asarray(margin, float)
     if not np.all(np.isfinite(margin)):
         raise ValueError("margin must be finite")
+    if margin.ndim == 0 and margin < 0:
+        # (per-pair margins, the Geweke construction's, may take any sign)
+        raise ValueError(f"margin must be >= 0 (the hinge margin ell), got {float(margin)}")
     if margin.shape not in ((), (u.size, num_levels - 1)):
         raise ValueError(f"margin must be a scalar or of shape ({u.size}, {num_levels - 1})")
     unrated_users = np.flatnonzero(np.bincount(u, minlength=num_users) == 0)
@@ -732,8 +747,10 @@ def _with_bias(U, V, bias):
 
 
 def pseudo_log_posterior(data: M3FData, hyper: M3FHyper, state: M3FState) -> jax.Array:
-    """:math:`\\log q(U, V, c, \\theta)` of Gibbs M3F up to a constant (module docstring; the
-    item biases ``c`` are zero without ``item_bias``)."""
+    """:math:`\\log q(U, V, c, \\theta)` of Gibbs M3F up to a constant: the Gaussian priors
+    plus :math:`-C \\sum_{(i,j), r} \\max(0, \\zeta_{ijr})`: the hinge-loss pseudo-posterior
+    of ``../shared/design/m3f.md`` before augmentation (module docstring; the item biases
+    ``c`` are zero without ``item_bias``)."""
     x = _scores(data, state.U, state.V) + state.bias[data.items]
     prior_u = -0.5 * jnp.sum(state.U**2) / hyper.sigma_u**2
     prior_u += -0.5 * jnp.sum(state.bias**2) / hyper.sigma_b**2
@@ -918,8 +935,9 @@ def gibbs(
     item_factors=None,
     item_biases=None,
 ) -> SamplingAlgorithm:
-    """Gibbs M3F (module docstring) as a kernel for :func:`bnpjax.sample`; ``rank`` K
-    (default 10).
+    """Gibbs M3F (module docstring: the augmentation of ``../shared/design/m3f.md``, the
+    seed 001's :math:`b_{ij}`, :math:`\\xi_{ij}` (Appendix A) and its Table 3 for the batched
+    factor draws) as a kernel for :func:`bnpjax.sample`; ``rank`` K (default 10).
 
     ``item_bias=True`` adds an item bias to every score, :math:`x_{ij} = U_i \\cdot V_j + c_j`,
     :math:`c_j \\sim \\mathcal N(0, \\sigma_b^2)` (``hyper.sigma_b``), as the factorization
@@ -1001,7 +1019,11 @@ def prior_sample(
 
 def data_sample(key, state, data: M3FData, hyper: M3FHyper) -> M3FData:
     """Per-(pair, threshold) margins given everything else: ``u ~ N(-lambda, lambda)`` (the
-    augmented factor as a density in ``u``), ``margin = 2u/C + T (theta_i - x_ij)``."""
+    augmented factor as a density in ``u``), ``margin = 2u/C + T (theta_i - x_ij)``: the data
+    step of the Geweke "margin-data" joint, built on the augmentation identity
+    :math:`e^{-2\\max(0, u)} = \\int_0^\\infty (2\\pi\\lambda)^{-1/2}
+    e^{-(\\lambda + u)^2 / (2\\lambda)} d\\lambda` (Polson & Scott 2011;
+    ``../shared/design/m3f.md``, "Augmentation"); tests/test_m3f.py derives the joint."""
     if isinstance(state, M3FState):
         x = _scores(data, state.U, state.V) + state.bias[data.items]
     else:
@@ -1499,6 +1521,11 @@ def ipm3f_gibbs(
     weight_precision_prior = _gamma_prior(weight_precision_prior, "weight_precision_prior")
     if feature_step not in FEATURE_STEPS:
         raise ValueError(f"feature_step must be one of {FEATURE_STEPS}, got {feature_step!r}")
+    num_init_features = _positive_int(num_init_features, "num_init_features", 0)
+    if num_init_features > capacity:
+        raise ValueError(
+            f"num_init_features ({num_init_features}) must be at most capacity ({capacity})"
+        )
     test_arrays = _test_arrays(test, data)
     settings = dict(
         hyper=hyper,
@@ -1518,7 +1545,7 @@ def ipm3f_gibbs(
             hyper,
             capacity=capacity,
             alpha=float(alpha),
-            num_init_features=min(int(num_init_features), capacity),
+            num_init_features=num_init_features,
             **sizes,
         ),
         step=bind(
