@@ -302,3 +302,83 @@ def test_make_network_rejects_bad_input():
         wmmsb.cvb0(data, wmmsb.make_hyper(2), init="kmeans")
     with pytest.raises(ValueError, match="batch"):
         wmmsb.scvb0(data, wmmsb.make_hyper(2, likelihood="bg"), batch=5)
+
+    # make_network / make_data: likelihood, pad_to, seed
+    with pytest.raises(ValueError, match="likelihood"):
+        wmmsb.make_network(3, [0], [1], [2], directed=True, likelihood="bernouli")
+    with pytest.raises(ValueError, match="likelihood"):
+        wmmsb.make_data(np.array([[0, 2], [2, 0]]), likelihood="bernouli")
+    for pad_to in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match="pad_to"):
+            wmmsb.make_network(3, [0], [1], directed=True, pad_to=pad_to)
+    for seed in (-1, 2**32, 0.5):
+        with pytest.raises(ValueError, match="seed"):
+            wmmsb.make_network(3, [0], [1], directed=True, seed=seed)
+
+
+def test_collapsed_gibbs_checks_its_arguments():
+    listed = wmmsb.make_data(np.array([[0, 2, 0], [2, 0, 1], [0, 1, 0]]))
+    hyper = wmmsb.make_hyper(2)
+    with pytest.raises(ValueError, match="data"):
+        wmmsb.collapsed_gibbs(listed._asdict(), hyper)
+    with pytest.raises(ValueError, match="hyper"):
+        wmmsb.collapsed_gibbs(listed, tuple(hyper))
+    with pytest.raises(ValueError, match="likelihood"):
+        wmmsb.collapsed_gibbs(listed, hyper, likelihood="bg")
+    with pytest.raises(ValueError, match="bernoulli"):
+        wmmsb.collapsed_gibbs(
+            listed, wmmsb.make_hyper(2, likelihood="bernoulli"), likelihood="bernoulli"
+        )
+    binary = wmmsb.make_data(np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]]), likelihood="bernoulli")
+    wmmsb.collapsed_gibbs(
+        binary, wmmsb.make_hyper(2, likelihood="bernoulli"), likelihood="bernoulli"
+    )
+
+
+def test_scvb0_checks_its_arguments():
+    data = wmmsb.make_network(6, [0, 1, 2], [1, 2, 3], [1, 2, 1], directed=True, zeros="none")
+    hyper = wmmsb.make_hyper(2, likelihood="bg")
+    ok = ([0, 4], [5, 0], [0, 1])
+    wmmsb.scvb0(data, hyper, valid=ok, batch=2, kappa_node=0.0, tau=1.0, kappa=1.0, tol=0.0)
+    bad_valid = [
+        (([0, 4], [5]), "valid"),  # not (src, dst, y)
+        (([0, 4], [5], [0, 1]), "valid dst"),  # lengths differ
+        (([0, 4], [5, 0], [0]), "valid y"),
+        (([0, 6], [5, 0], [0, 1]), "valid src"),  # node id out of range
+        (([0, 4], [-1, 0], [0, 1]), "valid dst"),
+        (([0.5, 4], [5, 0], [0, 1]), "valid src"),  # not an integer id
+        (([0, 4], [0, 1], [0, 1]), "self-loops"),
+        (([0, 4], [5, 0], [np.nan, 1]), "valid y"),
+        (([0, 4], [5, 0], [-1, 1]), "valid y"),
+        (([0, 4], [5, 0], [0.5, 1]), "valid y"),
+        (([], [], []), "valid"),
+    ]
+    for valid, match in bad_valid:
+        with pytest.raises(ValueError, match=match):
+            wmmsb.scvb0(data, hyper, valid=valid, batch=2)
+    links = wmmsb.make_network(6, [0, 1], [1, 2], directed=True, zeros="none")
+    with pytest.raises(ValueError, match="valid y"):  # 0/1 for the bernoulli likelihood
+        wmmsb.scvb0(
+            links,
+            wmmsb.make_hyper(2, likelihood="bernoulli"),
+            likelihood="bernoulli",
+            valid=([0, 4], [5, 0], [2, 1]),
+            batch=2,
+        )
+    bad_settings = [
+        ("tau", -1.0),  # a negative tau made NaN step sizes
+        ("tau", 0.5),
+        ("tau", np.inf),
+        ("kappa", 0.4),
+        ("kappa", 1.5),
+        ("kappa", np.nan),
+        ("kappa_node", -0.5),
+        ("kappa_node", 2.0),
+        ("tol", -1e-3),
+        ("tol", np.nan),
+        ("tol", "0.1"),
+        ("schedule", 0.01),
+    ]
+    for name, value in bad_settings:
+        with pytest.raises(ValueError, match=name):
+            wmmsb.scvb0(data, hyper, batch=2, **{name: value})

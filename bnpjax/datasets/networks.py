@@ -33,6 +33,17 @@ __all__ = ["NETWORKS", "Network", "load_network", "read_edge_list"]
 
 
 class Network(NamedTuple):
+    """A weighted network as the loaders return it, one row per observed link.
+
+    ``name``: the data set (or file) name; ``n_nodes``: number of nodes ``N`` (isolated nodes
+    listed by the source included); ``src``, ``dst``: ``(L,)`` int64 0-based node ids of each
+    link, ``src != dst`` (undirected links in either orientation; a pair listed twice is
+    refused by ``make_network``); ``weight``: ``(L,)`` int64 counts ``>= 1`` (pairs not
+    listed are zeros); ``directed``: whether ``(i, j)`` and ``(j, i)`` are different pairs;
+    ``labels``: the source's node names, ``labels[k]`` naming node ``k``. Feed it to
+    :func:`bnpjax.models.wmmsb.make_network`.
+    """
+
     name: str
     n_nodes: int
     src: np.ndarray  # (L,) int64, 0-based

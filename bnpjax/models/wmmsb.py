@@ -2,7 +2,7 @@ r"""The weighted mixed-membership stochastic blockmodel (WMMSB) and the unweight
 
 Math: ``../shared/seeds/003_e1e629acb32e903e.txt`` (Dulac's thesis, appendix "WMMSB inference
 derivations"), equation labels ``eq1`` (the CVB update), ``eq:update2`` (the Beta-Gamma
-update) and the unlabelled collapsed Gibbs conditional above them.
+update) and the unlabelled collapsed Gibbs conditional stated right after ``eq1``.
 
 Model
 -----
@@ -33,8 +33,8 @@ sender indicators of the pairs ``(i, .)`` plus the receiver indicators of the pa
 what integrating :math:`\theta_i` out gives), :math:`n^Y_{kk'} = \sum y_{ij} [s_{ij}=k,
 r_{ij}=k']`, :math:`n^\Phi_{kk'} = \sum [s_{ij}=k, r_{ij}=k']`.
 
-Collapsed Gibbs (seed, conditional before ``eq1``)
---------------------------------------------------
+Collapsed Gibbs (seed, the conditional stated after ``eq1``)
+------------------------------------------------------------
 .. math::
 
     P(s_{ij}=k, r_{ij}=k' \mid \cdot) \propto (n^{-ij}_{ik} + \alpha_k)
@@ -278,6 +278,15 @@ def _check_counts(name, y, likelihood):
         raise ValueError(f"{name} must be 0/1 for the bernoulli (MMSB) likelihood")
 
 
+def _check_likelihood(likelihood):
+    if not isinstance(likelihood, str) or likelihood not in LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
+
+
+def _is_int(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | np.integer)
+
+
 def make_network(
     n_nodes: int,
     src,
@@ -301,9 +310,18 @@ def make_network(
     model and refused. ``zeros`` says how the full-batch methods see the observed zeros: "list"
     (every zero pair listed: exact CVB0 and collapsed Gibbs), "dense" (an ``N x N`` mask: CVB0
     by matrix products, the default up to ``N = 20000``) or "none" (stochastic CVB0 only).
-    ``pad_to`` pads the pair lists to a multiple (weight 0)."""
+    ``pad_to`` (a positive integer) pads the pair lists to a multiple (weight 0). ``seed``
+    (an integer in ``[0, 2**32)``, the uint32 hash seed) and ``likelihood`` (one of
+    :data:`LIKELIHOODS`; "bernoulli" requires 0/1 weights) are checked here."""
     if isinstance(n_nodes, bool) or not isinstance(n_nodes, int | np.integer) or n_nodes < 2:
         raise ValueError(f"n_nodes must be an integer >= 2, got {n_nodes!r}")
+    _check_likelihood(likelihood)
+    if not _is_int(pad_to) or pad_to < 1:
+        raise ValueError(f"pad_to must be a positive integer, got {pad_to!r}")
+    if not _is_int(seed) or not 0 <= seed < 2**32:
+        raise ValueError(
+            f"seed must be an integer in [0, 2**32) (a uint32 hash seed), got {seed!r}"
+        )
     if n_nodes > 46_340:
         raise ValueError("n_nodes must be at most 46340 (int32 pair keys)")
     N = int(n_nodes)
@@ -403,7 +421,9 @@ def make_data(
     ``mask``) are symmetric; undirected data must be symmetric and use the upper triangle. The
     diagonal is outside the model: it must be zero (or masked). ``explicit=True`` keeps every
     observed pair in the explicit list (the Geweke layout) instead of the implicit zeros;
-    ``zeros`` as in :func:`make_network`."""
+    ``zeros`` as in :func:`make_network`; ``likelihood`` one of :data:`LIKELIHOODS`
+    ("bernoulli" requires 0/1 entries)."""
+    _check_likelihood(likelihood)
     Y = np.asarray(Y)
     if Y.ndim != 2 or Y.shape[0] != Y.shape[1] or Y.shape[0] < 2:
         raise ValueError(f"Y must be a square (N, N) matrix with N >= 2, got shape {Y.shape}")
@@ -478,6 +498,16 @@ def _log_pred_zero(NY, NP, hyp_r, hyp_p, likelihood):
 
 
 class GibbsState(NamedTuple):
+    r"""State of :func:`collapsed_gibbs`: the indicator pair of every observed pair and the
+    block counts they imply (``P`` explicit pairs, ``Z`` listed zero pairs).
+
+    ``s``, ``r``: sender class :math:`z_{i\to j}` and receiver class :math:`z_{i\leftarrow j}`
+    of each explicit pair (``(P,)`` int); ``zs``, ``zr``: the same for the listed zero pairs
+    (``(Z,)``); ``n_node``: :math:`n_{ik}`, indicators drawn from :math:`\theta_i` equal to
+    ``k`` (``(N, K)``); ``n_y``: :math:`n^Y_{kk'}`, summed counts per block; ``n_phi``:
+    :math:`n^\Phi_{kk'}`, pairs per block (both ``(K, K)``; padding has weight 0).
+    """
+
     s: jax.Array  # (P,) sender classes of explicit pairs
     r: jax.Array  # (P,) receiver classes
     zs: jax.Array  # (Z,) same for implicit zeros
@@ -488,6 +518,11 @@ class GibbsState(NamedTuple):
 
 
 class GibbsInfo(NamedTuple):
+    r"""Per-step diagnostics of :func:`collapsed_gibbs`: ``lp``, the collapsed log joint
+    :math:`\log p(Y, Z)` of the observed pairs after the sweep, :math:`\theta` and
+    :math:`\phi` integrated out (Dirichlet-multinomial times Gamma-Poisson or Beta-Bernoulli
+    block terms, the :math:`-\log y!` terms included)."""
+
     lp: jax.Array  # log p(Y, Z) (theta, phi collapsed)
 
 
@@ -552,7 +587,7 @@ def _log_dirichlet_multinomial(counts, alpha):
 
 
 def _collapsed_lp(data, hyper, n_node, n_y, n_phi, likelihood):
-    """log p(Y, Z) with theta and phi integrated out (up to the y! terms for nb)."""
+    """log p(Y, Z) with theta and phi integrated out (nb: the -log y! terms included)."""
     lp = jnp.sum(_log_dirichlet_multinomial(n_node, hyper.alpha))
     if likelihood == "bernoulli":
         a, b = hyper.r, hyper.p
@@ -618,6 +653,7 @@ def data_sample(key, state: GibbsState, data: WMMSBData, hyper: WMMSBHyper, like
     """Draw the explicit pairs' ``y`` given the indicators: ``phi`` from its prior, then
     ``y ~ Poisson(phi[s, r])`` (bernoulli: ``phi ~ Beta(a, b)``, ``y ~ Bernoulli``). With
     ``phi`` independent of ``z`` a priori this is an exact draw from ``p(y | z)``."""
+    _check_likelihood(likelihood)
     K = hyper.alpha.shape[0]
     k1, k2 = jax.random.split(key)
     if likelihood == "bernoulli":
@@ -653,11 +689,15 @@ def collapsed_gibbs(
     likelihood: str = "nb",
     _broken: bool = False,
 ) -> SamplingAlgorithm:
-    """Collapsed Gibbs sampler (module docstring; seed 003, the conditional above ``eq1``).
+    """Collapsed Gibbs sampler (module docstring; seed 003, the conditional stated after
+    ``eq1``).
     ``likelihood`` is "nb" (WMMSB with fixed r, p) or "bernoulli" (MMSB). ``_broken`` is a
     deliberately wrong kernel for the Geweke test (the pair stays in its own block counts)."""
-    if likelihood not in ("nb", "bernoulli"):
-        raise ValueError("collapsed Gibbs supports likelihood 'nb' or 'bernoulli'")
+    if not isinstance(likelihood, str) or likelihood not in ("nb", "bernoulli"):
+        raise ValueError(
+            f"likelihood must be 'nb' or 'bernoulli' for collapsed Gibbs, got {likelihood!r}"
+        )
+    _check_common(data, hyper, likelihood)
     if data.zmask.shape[0]:
         raise ValueError("data: collapsed Gibbs needs the observed zeros listed (zeros='list')")
     _check_zeros_held(data, "collapsed Gibbs")
@@ -686,6 +726,16 @@ def _gibbs_trace(state, info):
 
 
 class CVB0State(NamedTuple):
+    r"""State of :func:`cvb0`: the variational joints and their expected counts.
+
+    ``gamma``: :math:`\gamma_{ijkk'}` of each explicit pair (``(P, K, K)``; ``(0, K, K)``
+    with ``store_gamma=False``); ``zgamma``: the same for the listed zero pairs; ``n_node``:
+    :math:`N_{ik}`, expected indicators of node ``i`` in class ``k`` (``(N, K)``); ``n_y``:
+    :math:`N^Y_{kk'}`, expected summed counts per block; ``n_phi``: :math:`N^\Phi_{kk'}`,
+    expected pairs per block; ``r``, ``p``: the NB parameters per block (``(K, K)``; the fixed
+    hyperparameters for nb/bernoulli, :math:`E_q[r_{kk'}]` and :math:`E_q[p_{kk'}]` for bg).
+    """
+
     gamma: jax.Array  # (P, K, K) explicit pairs (or (0, K, K) when not stored)
     zgamma: jax.Array  # (Z, K, K) zero pairs (or (0, K, K))
     n_node: jax.Array  # (N, K)
@@ -696,6 +746,10 @@ class CVB0State(NamedTuple):
 
 
 class CVB0Info(NamedTuple):
+    """Per-step diagnostics of :func:`cvb0`: ``loglik``, the mean training log predictive
+    per observed pair under the statistics the step started from; ``lp``, the same summed
+    over the observed pairs."""
+
     loglik: jax.Array  # mean training log predictive per observed pair (before the update)
     lp: jax.Array  # the same, summed (the objective the driver reports)
 
@@ -888,13 +942,16 @@ def _check_zeros_held(data, method):
 
 
 def _check_common(data, hyper, likelihood):
+    """Types of ``data``/``hyper``, the likelihood name and (bernoulli) 0/1 links. The 0/1
+    check reads ``data.y`` on the host; it is skipped while ``data`` is traced (the Geweke
+    harness builds the kernel inside compiled code from data it drew itself)."""
     if not isinstance(data, WMMSBData):
         raise ValueError("data must come from bnpjax.models.wmmsb.make_data or make_network")
     if not isinstance(hyper, WMMSBHyper):
         raise ValueError("hyper must come from bnpjax.models.wmmsb.make_hyper")
-    if likelihood not in LIKELIHOODS:
-        raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
-    if likelihood == "bernoulli" and bool(jnp.any(data.y > 1)):
+    _check_likelihood(likelihood)
+    y_host = concrete_or_none(data.y)
+    if likelihood == "bernoulli" and y_host is not None and np.any(y_host > 1):
         raise ValueError("data: the bernoulli likelihood needs 0/1 links (binarise y first)")
 
 
@@ -949,6 +1006,17 @@ def cvb0(
 
 
 class SCVB0State(NamedTuple):
+    r"""State of :func:`scvb0`: running estimates of the CVB0 statistics and the plateau stop.
+
+    ``n_node``: :math:`N_{ik}` (``(N, K)``); ``visits``: how many times each node's row was
+    updated (``(N,)``, the node step-size counter); ``n_y``, ``n_phi``: :math:`N^Y_{kk'}`,
+    :math:`N^\Phi_{kk'}` (``(K, K)``); ``r``, ``p``: NB parameters per block (fixed, or
+    :math:`E_q[r]`, :math:`E_q[p]` for bg); ``t``: global step counter; ``best``: best
+    validation log-likelihood so far; ``stall``: evaluations without improvement by ``tol``;
+    ``done``: plateau reached (later steps are no-ops); ``valid``: the last validation
+    log-likelihood (``-inf`` before the first evaluation).
+    """
+
     n_node: jax.Array  # (N, K)
     visits: jax.Array  # (N,) times each node's row was updated
     n_y: jax.Array
@@ -963,6 +1031,10 @@ class SCVB0State(NamedTuple):
 
 
 class SCVB0Info(NamedTuple):
+    """Per-step diagnostics of :func:`scvb0`: ``valid_loglik``, the last validation mean log
+    predictive; ``rho``, the global step size used (0 once done); ``done``, the plateau flag.
+    """
+
     valid_loglik: jax.Array
     rho: jax.Array
     done: jax.Array
@@ -1092,6 +1164,7 @@ def mean_log_predictive(pairs, n_node, n_y, n_phi, r, p, hyper, likelihood) -> j
     """Mean over ``pairs = (src, dst, y, w)`` of :math:`\\log \\sum_{kk'} \\hat\\theta_{ik}
     \\hat\\theta_{jk'} \\mathrm{pred}(y_{ij} | N^Y_{kk'}, N^\\Phi_{kk'})` with
     :math:`\\hat\\theta_i \\propto N_i + \\alpha` (the validation / test log-likelihood)."""
+    _check_likelihood(likelihood)
     i, j, y, w = pairs
     lt = _log_theta(n_node, hyper.alpha)
     lpred = _log_pred(y[:, None, None], n_y, n_phi, r, p, likelihood)
@@ -1101,7 +1174,15 @@ def mean_log_predictive(pairs, n_node, n_y, n_phi, r, p, hyper, likelihood) -> j
 
 def link_probability(src, dst, n_node, n_y, n_phi, r, p, hyper, likelihood="nb"):
     """Posterior predictive :math:`P(y_{ij} > 0)` of pairs (the AUC score):
-    :math:`1 - \\sum_{kk'} \\hat\\theta_{ik}\\hat\\theta_{jk'} \\mathrm{pred}(0 | \\cdot)`."""
+    :math:`1 - \\sum_{kk'} \\hat\\theta_{ik}\\hat\\theta_{jk'} \\mathrm{pred}(0 | \\cdot)`.
+
+    Math: seed ``003_e1e629acb32e903e.txt``, the collapsed Gibbs conditional stated after
+    ``eq1`` (in its expected-count form, the Taylor-expanded update below it): the factors
+    :math:`(N_{ik} + \\alpha_k)` normalised give :math:`\\hat\\theta_i` (:func:`memberships`)
+    and :math:`\\mathrm{pred}(0 | \\cdot) = \\mathrm{NB}(0; N^Y_{kk'} + r, p / (p N^\\Phi_{kk'} +
+    1))` (bg: with :math:`E_q[r], E_q[p]`, the seed's Beta-Gamma form of the update;
+    bernoulli: the Beta-Bernoulli predictive of the module docstring, not in the seed)."""
+    _check_likelihood(likelihood)
     lt = _log_theta(n_node, hyper.alpha)
     p0 = jnp.exp(_log_pred_zero(n_y, n_phi, r, p, likelihood))
     th = jnp.exp(lt)
@@ -1110,14 +1191,28 @@ def link_probability(src, dst, n_node, n_y, n_phi, r, p, hyper, likelihood="nb")
 
 def memberships(n_node, hyper) -> jax.Array:
     r"""Posterior mean memberships :math:`E[\theta_i] = (N_i + \alpha) / \sum_k (N_{ik} +
-    \alpha_k)` (Dirichlet posterior given the expected counts)."""
+    \alpha_k)` (Dirichlet posterior given the expected counts).
+
+    Math: seed ``003_e1e629acb32e903e.txt``, the membership factor
+    :math:`(n^\Theta_{\rightarrow ik} + \alpha_k)` of the collapsed Gibbs conditional stated
+    after ``eq1`` (the Dirichlet-multinomial predictive of a new indicator of node ``i``), with
+    the counts replaced by their expectations :math:`N_{ik}` as in the Taylor-expanded CVB0
+    update below it."""
     return jnp.exp(_log_theta(n_node, hyper.alpha))
 
 
 def block_means(n_y, n_phi, r, p, likelihood="nb") -> jax.Array:
     r"""Posterior mean block rates given the expected counts: nb/bg
     :math:`E[\phi_{kk'}] = (r + N^Y) \frac{s}{N^\Phi s + 1}`, :math:`s = p/(1-p)`
-    (Gamma-Poisson); bernoulli :math:`(N^Y + a)/(N^\Phi + a + b)` (Beta-Bernoulli)."""
+    (Gamma-Poisson); bernoulli :math:`(N^Y + a)/(N^\Phi + a + b)` (Beta-Bernoulli).
+
+    Math: seed ``003_e1e629acb32e903e.txt``, the NB predictive
+    :math:`\mathrm{NB}(y; N^Y_{kk'} + r, p / (p N^\Phi_{kk'} + 1))` of the collapsed Gibbs
+    conditional stated after ``eq1`` (expected-count form below it) is the Poisson mixed over
+    the Gamma posterior of :math:`\phi_{kk'}`, whose mean is returned here (equal to the NB
+    mean). For bg pass :math:`E_q[r], E_q[p]` (``eq:update2`` and the Beta :math:`q(p)`); the
+    bernoulli form is the module docstring's Beta-Bernoulli MMSB, not in the seed."""
+    _check_likelihood(likelihood)
     if likelihood == "bernoulli":
         return (n_y + r) / (n_phi + r + p)
     scale = p / (1 - p)
@@ -1126,6 +1221,7 @@ def block_means(n_y, n_phi, r, p, likelihood="nb") -> jax.Array:
 
 def log_likelihood(data: WMMSBData, n_node, n_y, n_phi, r, p, hyper, likelihood="nb"):
     """Pointwise log predictive of the explicit pairs (see :func:`mean_log_predictive`)."""
+    _check_likelihood(likelihood)
     lt = _log_theta(n_node, hyper.alpha)
     lpred = _log_pred(data.y[:, None, None], n_y, n_phi, r, p, likelihood)
     joint = lt[data.src][:, :, None] + lt[data.dst][:, None, :] + lpred
@@ -1186,6 +1282,28 @@ class _Schedule:
         return hash((self.tau, self.kappa))
 
 
+def _check_valid(valid, n_nodes, likelihood):
+    """Validation pairs ``(src, dst, y)`` for :func:`scvb0` as host arrays, or ValueError."""
+    try:
+        parts = tuple(valid)
+    except TypeError:
+        parts = ()
+    if len(parts) != 3:
+        raise ValueError("valid must be a tuple (src, dst, y) of validation pairs")
+    vs = _int_array("valid src", parts[0])
+    vd = _int_array("valid dst", parts[1], vs.shape[0])
+    vy = _int_array("valid y", parts[2], vs.shape[0])
+    if vs.shape[0] == 0:
+        raise ValueError("valid must hold at least one pair")
+    for name, ids in (("valid src", vs), ("valid dst", vd)):
+        if np.any(ids != np.round(ids)) or np.any(ids < 0) or np.any(ids >= n_nodes):
+            raise ValueError(f"{name} holds node ids outside 0..{n_nodes - 1} or non-integers")
+    if np.any(vs == vd):
+        raise ValueError("valid src/dst: self-loops are excluded from the model")
+    _check_counts("valid y", vy, likelihood)
+    return vs, vd, vy
+
+
 def scvb0(
     data: WMMSBData,
     hyper: WMMSBHyper,
@@ -1208,8 +1326,22 @@ def scvb0(
     ``valid``: validation pairs ``(src, dst, y)`` for the plateau stop (default: a fixed
     sample of the explicit pairs is *not* used; without ``valid`` the run never stops early).
     ``batch`` nodes per step, ``draws`` zero-partner draws per node, at most
-    ``links_per_node`` of a node's links (a uniform draw, reweighted, above); ``schedule`` (an optax
-    schedule, default :math:`(\\tau + t)^{-\\kappa}`) gives the global step size."""
+    ``links_per_node`` of a node's links (a uniform draw, reweighted, above); ``schedule`` (an
+    optax schedule, default :math:`\\rho_t = (\\tau + t)^{-\\kappa}`, ``t = 0, 1, ...``) gives
+    the global step size: ``tau >= 1`` (so that every :math:`\\rho_t \\le 1`) and ``kappa`` in
+    ``[0.5, 1]`` (Robbins-Monro needs :math:`\\sum \\rho_t = \\infty`, i.e. ``kappa <= 1``, and
+    ``kappa > 0.5`` for :math:`\\sum \\rho_t^2 < \\infty`; 0.5, the thesis value and the
+    default, is allowed). ``kappa_node`` in ``[0, 1]`` sets the node rows' step
+    :math:`(1 + t_i)^{-\\kappa_{node}}` (0: each visited row is replaced by its estimate).
+    ``tol >= 0`` is the relative improvement the plateau stop asks for.
+
+    Math: seed ``003_e1e629acb32e903e.txt``; each batch pair's :math:`\\gamma_{ijkk'}` is the
+    zero-order (CVB0) form of ``eq1`` with inclusive counts (the NB predictive of the
+    collapsed Gibbs conditional stated after ``eq1``), and ``likelihood="bg"`` applies the
+    Beta-Gamma closed forms (``eq:update2`` for :math:`E_q[r_{kk'}]`, then the Beta
+    :math:`q(p_{kk'})`) after each step. The stochastic averaging itself (minibatches,
+    reweighting, step sizes) is not in the seed: it follows Foulds et al. (2013), as the
+    module docstring describes."""
     _check_common(data, hyper, likelihood)
     N = _num_nodes(data)
     for name, value in (
@@ -1222,6 +1354,20 @@ def scvb0(
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if batch > N:
         raise ValueError(f"batch must be at most the number of nodes {N}, got {batch}")
+    checks = (
+        ("tau", tau, 1.0, np.inf, "a number >= 1 (rho_0 = tau**-kappa must be at most 1)"),
+        ("kappa", kappa, 0.5, 1.0, "in [0.5, 1] (Robbins-Monro step-size exponent)"),
+        ("kappa_node", kappa_node, 0.0, 1.0, "in [0, 1] (node step-size exponent)"),
+        ("tol", tol, 0.0, np.inf, "a finite number >= 0"),
+    )
+    for name, value, low, high, what in checks:
+        ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+            value, bool
+        )
+        if not ok or not (np.isfinite(value) and low <= value <= high):
+            raise ValueError(f"{name} must be {what}, got {value!r}")
+    if schedule is not None and not callable(schedule):
+        raise ValueError(f"schedule must be callable (an optax schedule), got {schedule!r}")
     dtype = data.y.dtype
     if valid is None:
         vpairs = (
@@ -1232,7 +1378,7 @@ def scvb0(
         )
         patience = 2**30
     else:
-        vs, vd, vy = (np.asarray(v) for v in valid)
+        vs, vd, vy = _check_valid(valid, N, likelihood)
         vpairs = (
             jnp.asarray(vs, jnp.int32),
             jnp.asarray(vd, jnp.int32),
