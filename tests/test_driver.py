@@ -189,6 +189,16 @@ def test_bad_algorithm_and_key(regression):
         run((lambda k: 0, lambda k, s: (s, s)), jax.random.key(0), 5)
     with pytest.raises(ValueError, match="key"):
         run(lr.gibbs(data, prior=prior), jnp.zeros(3, jnp.uint32), 5, progress_bar=False)
+    bad_keys = (
+        jnp.zeros(2),  # float, shape (2,): not a PRNGKey
+        np.array([0, 1]),  # signed integers
+        jax.random.split(jax.random.key(0), 2),  # a batch of typed keys
+        "seed",
+        None,
+    )
+    for bad in bad_keys:
+        with pytest.raises(ValueError, match="key"):
+            run(lr.gibbs(data, prior=prior), bad, 5, progress_bar=False)
 
 
 def test_initial_state_needs_a_chain_axis(regression):

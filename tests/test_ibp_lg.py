@@ -149,3 +149,17 @@ def test_bad_input():
         ibp_lg.parallel_gibbs(np.ones((3, 2)))
     with pytest.raises(ValueError, match="hyperparameters"):
         ibp_lg.make_hyper(alpha=(1.0, -1.0))
+    with pytest.raises(ValueError, match="alpha"):
+        ibp_lg.collapsed_gibbs(data, alpha=np.nan)
+    for bad in (-1, 1.5, True, None):
+        with pytest.raises(ValueError, match="num_init_features"):
+            ibp_lg.collapsed_gibbs(data, num_init_features=bad)
+    for name in ("kappa", "capacity"):
+        for bad in (True, 0, 2.0):
+            with pytest.raises(ValueError, match=name):
+                ibp_lg.parallel_gibbs(data, **{name: bad})
+    with pytest.raises(ValueError, match="hyper must come from"):
+        ibp_lg.parallel_gibbs(data, hyper=(1.0,) * 6)
+    # integers of any kind are fine; 0 starting features is a legitimate (empty) start
+    alg = ibp_lg.collapsed_gibbs(data, num_init_features=np.int64(0), kappa=np.int32(3))
+    assert alg.capacity == 16

@@ -126,8 +126,11 @@ def test_link_prediction_on_a_planted_structure_and_capacity_growth():
     test = held & off
     auc = roc_auc(np.asarray(Y[test]), np.asarray(probs)[test])
     assert auc > 0.85, auc
-    stats = result.trace["sample_stats"]
-    assert 0.3 < float(np.mean(stats["acceptance_rate"])) <= 1.0
+    acceptance = np.asarray(result.trace["sample_stats"]["acceptance_rate"])
+    assert np.all((acceptance >= 0) & (acceptance <= 1))  # probabilities, no NaN
+    # warmup adapts the HMC step towards acceptance 0.8 (0.72-0.76 over seeds 0-2): a step
+    # that collapsed (acceptance near 0) or stopped adapting and shrank (near 1) fails here
+    assert 0.5 < float(acceptance.mean()) < 0.95, acceptance.mean()
 
 
 def test_cluster_start_finds_the_planted_communities():
@@ -185,6 +188,19 @@ def test_bad_input_is_rejected_naming_the_argument():
         ilfm.make_data(np.zeros((3, 3)), entity_covariates=np.array([1.0, np.nan, 0.0]))
     with pytest.raises(ValueError, match="weights='hmc'"):
         ilfm.gibbs(ilfm.make_data(np.zeros((3, 3)), covariates=np.eye(3)), weights="random_walk")
+    for bad in (np.inf, -np.inf):  # only NaN means unobserved
+        Y = np.zeros((3, 3))
+        Y[0, 1] = bad
+        with pytest.raises(ValueError, match="Y must not contain"):
+            ilfm.make_data(Y)
+    data = ilfm.make_data(np.zeros((3, 3)))
+    for bad in (np.nan, 0.0, -1.0, np.inf, True, "1"):
+        with pytest.raises(ValueError, match="alpha"):
+            ilfm.gibbs(data, alpha=bad)
+    with pytest.raises(ValueError, match="step_size"):
+        ilfm.gibbs(data, step_size=0.0)
+    with pytest.raises(ValueError, match="hyper must come from"):
+        ilfm.gibbs(data, hyper=(1.0, 1.0, 1.0, 3.0, 1.0))
     # NaN marks an unobserved entry, not an error
     Y = np.zeros((3, 3))
     Y[0, 1] = np.nan

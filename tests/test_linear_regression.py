@@ -22,6 +22,15 @@ def test_bad_input_is_rejected_naming_the_argument():
         lr.make_data(X, np.ones(5), mask=np.zeros(5, bool))
     with pytest.raises(ValueError, match="precision"):
         lr.make_prior(2, precision=-1.0)
+    # eigvalsh reads one triangle only: this would pass as SPD without the symmetry check
+    with pytest.raises(ValueError, match="precision must be symmetric"):
+        lr.make_prior(2, precision=[[1.0, 5.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match="precision must be finite"):
+        lr.make_prior(2, precision=[1.0, np.nan])
+    with pytest.raises(ValueError, match="mean must be finite"):
+        lr.make_prior(2, mean=[0.0, np.nan])
+    with pytest.raises(ValueError, match="mean must be a scalar"):
+        lr.make_prior(2, mean=[0.0, 1.0, 2.0])
     with pytest.raises(ValueError, match="feature_names"):
         lr.gibbs(lr.make_data(X, np.ones(5)), feature_names=["a"])
 

@@ -22,6 +22,10 @@ __all__ = ["Relational", "kinship", "nations", "umls"]
 
 
 class Relational(NamedTuple):
+    """One multi-relational data set (module docstring): its ``name``, links ``Y`` and
+    observation ``mask`` (R, N, N), the ``entities`` (N names) and ``relations`` (R names),
+    and optional entity ``attributes``."""
+
     name: str
     Y: np.ndarray  # (R, N, N) float in {0, 1}; unobserved entries are 0 and masked
     mask: np.ndarray  # (R, N, N) bool

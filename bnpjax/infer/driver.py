@@ -264,12 +264,29 @@ def _check_int(name: str, value, minimum: int) -> int:
     return int(value)
 
 
-def _chain_keys(key, num_chains: int):
-    key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
-    if not (jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or key.shape == (2,)):
+def _check_key(key) -> jax.Array:
+    """``key`` as a JAX array if it is one PRNG key: a typed key (``jax.random.key``, shape
+    ()) or a legacy ``jax.random.PRNGKey`` (uint32, shape (2,)); else ``ValueError``."""
+    try:
+        key = key if isinstance(key, jax.Array) else jnp.asarray(key)
+    except (TypeError, ValueError):
         raise ValueError(
-            f"key must be a jax.random.key or PRNGKey, got an array of shape {key.shape}"
+            f"key must be a jax.random.key or jax.random.PRNGKey, got {type(key).__name__}"
+        ) from None
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if key.shape != ():
+            raise ValueError(f"key must be a single jax.random.key, got shape {key.shape}")
+        return key
+    if key.dtype != jnp.uint32 or key.shape != (2,):
+        raise ValueError(
+            "key must be a jax.random.key or a uint32 jax.random.PRNGKey of shape (2,), got "
+            f"an array of dtype {key.dtype} and shape {key.shape}"
         )
+    return key
+
+
+def _chain_keys(key, num_chains: int):
+    key = _check_key(key)
     chain_keys = jax.random.split(key, num_chains)
     pairs = jax.vmap(jax.random.split)(chain_keys)
     return pairs[:, 0], pairs[:, 1]

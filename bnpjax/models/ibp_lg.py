@@ -145,6 +145,10 @@ class IBPLGHyper(NamedTuple):
 
 
 class IBPLGState(NamedTuple):
+    """Sampler state: features ``Z`` (N, capacity), weights ``A`` (capacity, D; zero in
+    inactive columns), the IBP mass ``alpha``, the noise and weight sds ``sigma_x`` and
+    ``sigma_a``, and the data ``X`` with its missing entries imputed."""
+
     Z: jax.Array  # (N, capacity) in {0, 1}
     A: jax.Array  # (capacity, D); zero in inactive columns
     alpha: jax.Array
@@ -154,6 +158,9 @@ class IBPLGState(NamedTuple):
 
 
 class IBPLGInfo(NamedTuple):
+    """Per-step diagnostics: the log joint ``lp`` (:func:`log_joint`), the number of active
+    features, and whether (and to what size) the feature buffer must grow."""
+
     lp: jax.Array
     num_features: jax.Array
     capacity_exceeded: jax.Array
@@ -264,7 +271,11 @@ def _hyper_updates(key, data, hyper, Z, A, state, flags):
 
 def log_joint(data: IBPLGData, hyper: IBPLGHyper, state: IBPLGState, flags=None) -> jax.Array:
     """``log p(X_obs, Z, A, sigma, alpha)``: observed entries, ``A`` of active columns, the
-    IBP probability of ``[Z]`` and the hyperpriors of the sampled hyperparameters."""
+    IBP probability of ``[Z]`` (``../shared/seeds/002_c2a7c7ffebfd8867.txt``, the equation
+    after Figure 2.1, in its left-ordered form; :func:`bnpjax.priors.ibp.log_prob`) and the
+    hyperpriors of the sampled hyperparameters (``flags``): the joint whose conditionals
+    ``P(z_ik = 1 | Z_-(ik), X) ∝ p(X | Z) P(z_ik = 1 | Z_-(ik))`` (seed 002, "Gibbs Sampler for
+    Indian Buffet Process") the samplers draw from."""
     D = data.X.shape[1]
     active = state.Z.sum(0) > 0
     resid = (data.X - state.Z @ state.A) * data.mask
@@ -499,6 +510,23 @@ def _grow_state(state: IBPLGState, capacity: int) -> IBPLGState:
     return state._replace(Z=pad_axis(state.Z, 1, capacity), A=pad_axis(state.A, 0, capacity))
 
 
+def _positive_finite(value) -> bool:
+    """Whether ``value`` is one positive finite real number (not a bool, not an array)."""
+    if isinstance(value, bool):
+        return False
+    try:
+        return bool(np.isfinite(value) and value > 0)
+    except (TypeError, ValueError):
+        return False
+
+
+def _integer(value, name: str, minimum: int) -> int:
+    """``value`` as an ``int`` if it is an integer (not a bool) ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 def _factory(
     step_fn,
     name,
@@ -520,14 +548,14 @@ def _factory(
     if not isinstance(data, IBPLGData):
         raise ValueError("data must come from bnpjax.models.ibp_lg.make_data")
     for label, value in (("alpha", alpha), ("sigma_x", sigma_x), ("sigma_a", sigma_a)):
-        if not (np.isfinite(value) and value > 0):
-            raise ValueError(f"{label} must be positive, got {value}")
-    if not isinstance(kappa, int) or kappa < 1:
-        raise ValueError(f"kappa must be a positive integer, got {kappa!r}")
-    if not isinstance(capacity, int) or capacity < 1:
-        raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
-    num_init_features = min(int(num_init_features), capacity)
+        if not _positive_finite(value):
+            raise ValueError(f"{label} must be positive, got {value!r}")
+    kappa = _integer(kappa, "kappa", 1)
+    capacity = _integer(capacity, "capacity", 1)
+    num_init_features = min(_integer(num_init_features, "num_init_features", 0), capacity)
     hyper = make_hyper() if hyper is None else hyper
+    if not isinstance(hyper, IBPLGHyper):
+        raise ValueError("hyper must come from bnpjax.models.ibp_lg.make_hyper")
     flags = {
         "sample_alpha": bool(sample_alpha),
         "sample_sigma_x": bool(sample_sigma_x),
@@ -618,6 +646,14 @@ def collapsed_gibbs(
     the number of new features per row; ``capacity`` is the initial feature buffer (grown by
     the driver). ``trace_features`` keeps ``Z``, ``A`` per draw; ``pointwise_log_likelihood``
     stores the observed entries' log densities for ``az.loo``.
+
+    Implements ``../shared/seeds/002_c2a7c7ffebfd8867.txt``, "Gibbs Sampler for Indian Buffet
+    Process": the complete conditional ``P(z_ik = 1 | Z_-(ik), X) ∝ p(X | Z) P(z_ik = 1 |
+    Z_-(ik))`` with prior ``m_{-i,k}/N`` (INDEX's correction of the seed's ``m_{-i,k}/i``),
+    ``Poisson(alpha/N)`` new columns per row (truncated at ``kappa``, seed 001 App. A), and
+    alpha from the seed's last equation, ``Gamma(a + K_+, rate b + H_N)`` (the seed's ``b``
+    is a scale; :func:`make_hyper` takes the rate).
+    ``num_init_features`` (an integer >= 0, at most ``capacity`` used) sets the random start.
     """
     return _factory(
         _collapsed_step,
@@ -656,7 +692,11 @@ def parallel_gibbs(
 ) -> SamplingAlgorithm:
     """Row-parallel Gibbs sampler (module docstring, "Row-parallel Gibbs"): every row updated
     at once given instantiated feature probabilities and weights; same options as
-    :func:`collapsed_gibbs`."""
+    :func:`collapsed_gibbs`.
+
+    The IBP conditionals of ``../shared/seeds/002_c2a7c7ffebfd8867.txt`` ("Gibbs Sampler for
+    Indian Buffet Process": ``Poisson(alpha/N)`` new columns per row; alpha from its last
+    equation) in their instantiated, row-parallel form (:mod:`bnpjax.priors.ibp`)."""
     return _factory(
         _parallel_step,
         "parallel_gibbs",
@@ -725,7 +765,10 @@ def refresh(data: IBPLGData, state: IBPLGState) -> IBPLGState:
 
 def posterior_mean_features(Z, X, sigma_x: float, sigma_a: float, mask=None) -> np.ndarray:
     """``E[A | Z, X] = (Z'Z + sigma_x^2/sigma_a^2 I)^-1 Z'X`` for the active columns of ``Z``
-    (host NumPy; per column of ``X`` over its observed rows when ``mask`` is given)."""
+    (host NumPy; per column of ``X`` over its observed rows when ``mask`` is given): the
+    posterior mean of the weights of the linear-Gaussian model behind ``p(X | Z)`` in
+    ``../shared/seeds/002_c2a7c7ffebfd8867.txt``'s posterior sampler (module docstring, ``mu``
+    of the collapsed predictive)."""
     Z = np.asarray(Z, float)
     Z = Z[:, Z.sum(0) > 0]
     X = np.asarray(X, float)

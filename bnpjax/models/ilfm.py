@@ -90,6 +90,10 @@ class ILFMData(NamedTuple):
 
 
 class ILFMHyper(NamedTuple):
+    """Hyperparameters (:func:`make_hyper`): Gamma(``alpha_shape``, rate ``alpha_rate``) prior
+    of alpha, and the prior sds ``sigma_w`` of the weights, ``sigma_s`` of the biases and
+    ``sigma_beta`` of the covariate coefficients (module docstring)."""
+
     alpha_shape: jax.Array
     alpha_rate: jax.Array
     sigma_w: jax.Array
@@ -98,6 +102,11 @@ class ILFMHyper(NamedTuple):
 
 
 class ILFMState(NamedTuple):
+    """Sampler state: features ``F`` (N, capacity), weights ``W`` (R, capacity, capacity; zero
+    outside the active block), biases ``bias`` (R,), the IBP mass ``alpha``, the log HMC (or
+    random-walk) step size and the covariate coefficients ``beta`` (R, C). With
+    ``mode="single"`` every field has a leading relation axis."""
+
     F: jax.Array  # (N, capacity) in {0, 1}
     W: jax.Array  # (R, capacity, capacity); zero outside the active block
     bias: jax.Array  # (R,)
@@ -107,6 +116,10 @@ class ILFMState(NamedTuple):
 
 
 class ILFMInfo(NamedTuple):
+    """Per-step diagnostics: the log joint ``lp`` (:func:`log_joint`), the number of active
+    features, the weight mover's acceptance probability, the fraction of accepted
+    unique-feature moves, and whether (and to what size) the feature buffer must grow."""
+
     lp: jax.Array
     num_features: jax.Array
     acceptance_rate: jax.Array  # HMC
@@ -168,7 +181,9 @@ def make_data(
         Y = Y[None]
     if Y.ndim != 3 or Y.shape[1] != Y.shape[2] or Y.shape[1] < 2:
         raise ValueError(f"Y must be (N, N) or (R, N, N) with N >= 2, got shape {Y.shape}")
-    observed = np.isfinite(Y)
+    if np.any(np.isinf(Y)):
+        raise ValueError("Y must not contain +-inf (only NaN marks an unobserved entry)")
+    observed = ~np.isnan(Y)
     if mask is not None:
         mask = np.asarray(mask)
         if mask.shape != Y.shape and mask.shape != Y.shape[1:]:
@@ -235,14 +250,22 @@ def _prediction_covariates(state: ILFMState, data: ILFMData | None):
 def link_probabilities(
     state: ILFMState, link: str = "logit", data: ILFMData | None = None
 ) -> jax.Array:
-    """``P(y^r_ij = 1 | state)`` (R, N, N); ``data`` supplies the covariates, if any."""
+    """``P(y^r_ij = 1 | state)`` (R, N, N): the link function of
+    ``f_i W_r f_j' + s_r + beta_r' x_ij`` (module docstring, the model; the ``P(Y | F, W)`` of
+    ``../shared/seeds/000_82b12501ac6cffe5.txt`` eq. ``ibp_gibbs``); ``data`` supplies the
+    covariates, if any."""
     X = _prediction_covariates(state, data)
     eta = _logits(state.F, state.W, _offset(state.bias, state.beta, X))
     return ndtr(eta) if link == "probit" else jax.nn.sigmoid(eta)
 
 
 def log_joint(data: ILFMData, hyper: ILFMHyper, state: ILFMState, link: str = "logit") -> jax.Array:
-    """``log p(Y_obs, F, W_active, bias, alpha)``."""
+    """``log p(Y_obs, F, W_active, bias, beta, alpha)``: the masked Bernoulli likelihood, the
+    Normal priors of the active weights, biases and coefficients, the IBP probability of
+    ``[F]`` (``../shared/seeds/002_c2a7c7ffebfd8867.txt``, the equation after Figure 2.1; see
+    :func:`bnpjax.priors.ibp.log_prob`) and the Gamma prior of alpha; the target of the
+    sampler of ``../shared/seeds/000_82b12501ac6cffe5.txt``, ``P(W, F | Y) ∝ P(Y | F, W) P(F)
+    P(W)``."""
     active = state.F.sum(0) > 0
     pair = (active[:, None] & active[None, :]).astype(state.W.dtype)
     offset = _offset(state.bias, state.beta, data.X)
@@ -725,6 +748,16 @@ def single_link_probabilities(
     return jax.vmap(lambda s, d: link_probabilities(s, link, d))(state, _per_relation(data))[:, 0]
 
 
+def _positive_finite(value) -> bool:
+    """Whether ``value`` is one positive finite real number (not a bool, not an array)."""
+    if isinstance(value, bool):
+        return False
+    try:
+        return bool(np.isfinite(value) and value > 0)
+    except (TypeError, ValueError):
+        return False
+
+
 def gibbs(
     data: ILFMData,
     *,
@@ -743,6 +776,14 @@ def gibbs(
     """The ILFM sampler (module docstring) as a kernel for :func:`bnpjax.sample`: Gibbs for
     shared features, joint MH for each entity's unique features and their weights, HMC for
     the weights and biases (step size adapted during warmup only), conjugate alpha.
+    Implements ``../shared/seeds/000_82b12501ac6cffe5.txt`` (algorithm ``mcmc_ilfm``): eq.
+    ``ibp_gibbs`` with prior ``m_{-i,k}/N`` for shared features, eqs. ``j_knew``/``r_knew``
+    for the unique-feature move (new-feature rate ``alpha / N``, INDEX's correction), eqs.
+    ``j_w``/``r_w`` for ``weights="random_walk"``; alpha by the conjugate update of
+    ``../shared/seeds/002_c2a7c7ffebfd8867.txt`` (its last equation).
+
+    ``hyper`` comes from :func:`make_hyper` (default: its defaults); ``alpha`` is the starting
+    value of the IBP mass (positive, finite).
 
     ``mode="global"``: one feature matrix shared by all relations. ``mode="single"``: an
     independent model (own F, W, bias, alpha) per relation, all relations advanced together
@@ -778,9 +819,12 @@ def gibbs(
     for name, value in (("capacity", capacity), ("kappa", kappa), ("num_leapfrog", num_leapfrog)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if not (np.isfinite(step_size) and step_size > 0):
-        raise ValueError(f"step_size must be positive, got {step_size}")
+    for name, value in (("step_size", step_size), ("alpha", alpha)):
+        if not _positive_finite(value):
+            raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     hyper = make_hyper() if hyper is None else hyper
+    if not isinstance(hyper, ILFMHyper):
+        raise ValueError("hyper must come from bnpjax.models.ilfm.make_hyper")
     if num_init_features is None:
         relations_per_model = 1 if mode == "single" else data.Y.shape[0]
         num_init_features = 4 if relations_per_model == 1 else 10

@@ -84,11 +84,15 @@ class NormalGammaPrior(NamedTuple):
 
 
 class LinearRegressionState(NamedTuple):
+    """Sampler state: coefficients ``beta`` (p,) and noise precision ``tau`` (scalar)."""
+
     beta: jax.Array
     tau: jax.Array
 
 
 class GibbsInfo(NamedTuple):
+    """Per-step diagnostics: ``lp``, the log joint :func:`log_joint` of the new state."""
+
     lp: jax.Array
 
 
@@ -128,16 +132,31 @@ def make_data(X, y, mask=None) -> LinearRegressionData:
 
 
 def make_prior(num_features: int, *, mean=0.0, precision=1.0, a=1.0, b=1.0) -> NormalGammaPrior:
-    """Broadcast scalar, diagonal (vector) or full-matrix hyperparameters to arrays."""
+    """Broadcast scalar, diagonal (vector) or full-matrix hyperparameters to arrays.
+
+    ``mean``: finite, a scalar or a (p,) vector; ``precision``: a positive scalar, a (p,)
+    vector of positive entries or a symmetric positive definite (p, p) matrix. Raises
+    ``ValueError`` naming the argument otherwise."""
     dtype = jnp.result_type(float)
     p = int(num_features)
-    mean = np.broadcast_to(np.asarray(mean, float), (p,))
+    mean = np.asarray(mean, float)
+    if mean.ndim > 1 or mean.size not in (1, p):
+        raise ValueError(f"mean must be a scalar or a ({p},) vector, got shape {mean.shape}")
+    mean = np.broadcast_to(mean, (p,))
+    if not np.all(np.isfinite(mean)):
+        raise ValueError("mean must be finite (NaN or inf found)")
     precision = np.asarray(precision, float)
     if precision.ndim <= 1:
+        if precision.size not in (1, p):
+            raise ValueError(f"precision must be a scalar, a ({p},) vector or a ({p}, {p}) matrix")
         precision = np.diag(np.broadcast_to(precision, (p,)))
     if precision.shape != (p, p):
         raise ValueError(f"precision must be a scalar, a ({p},) vector or a ({p}, {p}) matrix")
-    if not np.all(np.isfinite(precision)) or np.any(np.linalg.eigvalsh(precision) <= 0):
+    if not np.all(np.isfinite(precision)):
+        raise ValueError("precision must be finite (NaN or inf found)")
+    if not np.allclose(precision, precision.T):
+        raise ValueError("precision must be symmetric positive definite (it is not symmetric)")
+    if np.any(np.linalg.eigvalsh(precision) <= 0):
         raise ValueError("precision must be symmetric positive definite")
     if not (np.isfinite(a) and a > 0 and np.isfinite(b) and b > 0):
         raise ValueError(f"a and b must be positive, got a={a}, b={b}")

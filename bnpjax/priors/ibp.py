@@ -95,7 +95,10 @@ def harmonic_number(n) -> jax.Array:
 
 
 def sample_buffet(key, alpha, num_rows: int, capacity: int) -> IBPDraw:
-    """Draw ``Z ~ IBP(alpha)`` by the buffet process (module docstring), customers in order.
+    """Draw ``Z ~ IBP(alpha)`` by the buffet process (module docstring), customers in order:
+    seed 002 (``../shared/seeds/002_c2a7c7ffebfd8867.txt``), "The Indian Buffet Process",
+    customer ``i`` takes dish ``k`` with probability ``m_k / i`` and ``Poisson(alpha / i)`` new
+    dishes.
 
     New dishes fill the next free columns, so active columns come first. A run of
     ``num_rows`` compiled steps of ``O(capacity)`` each.
@@ -178,7 +181,9 @@ def alpha_posterior(num_active, num_rows, shape, rate) -> tuple[jax.Array, jax.A
 
 
 def sample_alpha(key, num_active, num_rows, shape, rate) -> jax.Array:
-    """Draw ``alpha | Z`` from its conjugate Gamma conditional (:func:`alpha_posterior`)."""
+    """Draw ``alpha | Z`` from its conjugate Gamma conditional (:func:`alpha_posterior`):
+    ``../shared/seeds/002_c2a7c7ffebfd8867.txt``, last equation, ``alpha | Z ~ Gamma(a + K_+,
+    (1/b + H_N)^-1)`` with the seed's scale ``b``; here ``rate`` is ``1/b``."""
     a, b = alpha_posterior(num_active, num_rows, shape, rate)
     dtype = jnp.result_type(float)
     return jax.random.gamma(key, jnp.asarray(a, dtype), dtype=dtype) / b
@@ -224,6 +229,11 @@ def feature_log_odds(key, z_k, reference_count=0.0, num_reference_rows=0) -> jax
     G_b`: one Gamma sampler in a compiled loop, and finite even where :math:`\\pi_k` would
     round to 1 in float32.
 
+    The beta-process representation behind it (module docstring, "Row-parallel samplers") is
+    not in the seeds; it agrees with the Gibbs prior of
+    ``../shared/seeds/002_c2a7c7ffebfd8867.txt`` ("Gibbs Sampler for Indian Buffet Process"):
+    integrating ``pi_k`` out of ``Bernoulli(pi_k)`` gives ``m_{-i,k} / N`` (INDEX's correction).
+
     ``reference_count`` and ``num_reference_rows`` add rows held fixed outside ``z_k`` (new
     customers of a buffet whose first ``num_reference_rows`` customers are known): ``m_k``
     and ``N`` then count them too."""
@@ -242,7 +252,9 @@ def sample_nonempty_column(key, log_odds) -> jax.Array:
     The row-parallel IBP samplers (Zhang, Dubey & Williamson 2017's hybrid scheme) redraw an
     instantiated column ``z_k | pi_k`` this way: the feature is a point of a Poisson process
     whose column is non-empty by definition (module docstring), so its column is drawn
-    conditioned on staying non-empty."""
+    conditioned on staying non-empty. This is the instantiated counterpart of seed 002's
+    (``../shared/seeds/002_c2a7c7ffebfd8867.txt``) Gibbs step for an existing column, where a
+    column left with ``m_{-i,k} = 0`` is deleted, not redrawn."""
     key_first, key_rest = jax.random.split(key)
     log_q = -jax.nn.softplus(-log_odds)
     log_1mq = -jax.nn.softplus(log_odds)
@@ -258,11 +270,16 @@ def sample_nonempty_column(key, log_odds) -> jax.Array:
 
 
 class IBPState(NamedTuple):
+    """State of :func:`prior_gibbs`: ``Z`` (N, capacity) in {0, 1} and the mass ``alpha``."""
+
     Z: jax.Array  # (N, capacity)
     alpha: jax.Array
 
 
 class IBPGibbsInfo(NamedTuple):
+    """Per-sweep diagnostics of :func:`prior_gibbs`: ``lp`` (:func:`log_prob` of ``Z``), the
+    number of active features, and whether (and to what size) the buffer must grow."""
+
     lp: jax.Array
     num_features: jax.Array
     capacity_exceeded: jax.Array
@@ -327,7 +344,11 @@ def prior_gibbs(
     capacity: int = 16,
     kappa: int = 10,
 ) -> SamplingAlgorithm:
-    """Gibbs sampler of the IBP prior alone (no data), rows in sequence (module docstring).
+    """Gibbs sampler of the IBP prior alone (no data), rows in sequence (module docstring):
+    ``../shared/seeds/002_c2a7c7ffebfd8867.txt``, "Gibbs Sampler for Indian Buffet Process",
+    with ``P(z_ik = 1 | z_-i,k) = m_{-i,k} / N`` (INDEX's correction of the seed's
+    ``m_{-i,k} / i``), ``Poisson(alpha / N)`` new columns per row, and alpha from the seed's
+    last equation.
 
     With ``alpha_prior=(a, b)`` alpha is resampled from its Gamma(a, rate b) conditional each
     sweep; otherwise it stays at ``alpha``. New features per row are Poisson(alpha / N)

@@ -58,6 +58,7 @@ class GewekeResult(NamedTuple):
 
     @property
     def max_abs_z(self) -> float:
+        """The largest ``|z|`` over the test functions (compared with ``threshold``)."""
         return max(abs(v) for v in self.z.values())
 
     def __str__(self) -> str:

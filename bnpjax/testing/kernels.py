@@ -31,11 +31,18 @@ __all__ = ["BirthDeathInfo", "BirthDeathState", "poisson_birth_death"]
 
 
 class BirthDeathState(NamedTuple):
+    """State of :func:`poisson_birth_death`: feature ``values`` in a buffer and the ``active``
+    mask of the slots in use (inactive values are 0)."""
+
     values: jax.Array  # (capacity,)
     active: jax.Array  # (capacity,) bool
 
 
 class BirthDeathInfo(NamedTuple):
+    """Per-step diagnostics of :func:`poisson_birth_death`: the log target ``lp``, the move's
+    acceptance probability, the number of features, and whether (and to what size) the
+    buffer must grow."""
+
     lp: jax.Array
     acceptance_rate: jax.Array
     num_features: jax.Array
