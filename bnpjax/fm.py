@@ -231,6 +231,8 @@ class FMClassifier(_BayesianFM):
         return np.asarray(ndtr(self.predict_latent(X, X_rel))).mean(axis=0)
 
     def predict(self, X, X_rel=()) -> np.ndarray:
+        """Class labels 0/1 (int64): 1 where the posterior predictive ``P(y = 1 | x)`` of
+        :meth:`predict_proba` exceeds 0.5, the Bayes decision under 0-1 loss."""
         return (self.predict_proba(X, X_rel) > 0.5).astype(np.int64)
 
     def _test_history(self, yhat, y_test):

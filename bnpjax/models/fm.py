@@ -112,7 +112,7 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import log_ndtr
 
-from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
 from bnpjax.ops import sample_inverse_gamma, sample_truncated_normal
 
 __all__ = [
@@ -215,6 +215,11 @@ class FMHyper(NamedTuple):
 
 
 class FMState(NamedTuple):
+    r"""One state of the chain: the FM parameters ``b, w, V`` (module docstring's
+    :math:`\hat y`), the noise variance, the per-group hyperparameters ``mu_w, var_w`` (G,)
+    and ``mu_v, var_v`` (G, K) of the priors of ``w`` and ``V``, and the ordinal cutpoints
+    :math:`c_0 < \dots < c_{L-2}` (empty for the other likelihoods)."""
+
     b: jax.Array  # ()
     w: jax.Array  # (p,)
     V: jax.Array  # (p, K)
@@ -227,6 +232,11 @@ class FMState(NamedTuple):
 
 
 class FMInfo(NamedTuple):
+    r"""Diagnostics of one sweep, traced as ``sample_stats``: ``lp`` the log-likelihood
+    :math:`\sum_d \log p(y_d \mid \text{state})`, ``rmse`` the training RMSE of
+    :math:`\hat y` against ``y`` (gaussian) or the latent ``z`` (probit, ordinal), and
+    ``acceptance_rate`` of the ordinal cutpoint Metropolis step (1 when there is none)."""
+
     lp: jax.Array  # log-likelihood of the training targets
     rmse: jax.Array  # training RMSE of hat y against y (gaussian) or the latent z
     acceptance_rate: jax.Array  # cutpoint Metropolis step (1 when there is none)
@@ -339,7 +349,16 @@ def colour_features(rows, cols, num_rows: int, num_features: int) -> np.ndarray:
 def _groups(group_shapes, num_features: int) -> np.ndarray:
     if group_shapes is None:
         return np.zeros(num_features, np.int64)
-    shapes = [int(s) for s in group_shapes]
+    try:
+        items = list(group_shapes)
+    except TypeError:
+        items = None
+    # int(2.5) would silently truncate: only integer types are group sizes
+    if items is None or not all(
+        isinstance(s, int | np.integer) and not isinstance(s, bool) for s in items
+    ):
+        raise ValueError(f"group_shapes must be a sequence of integers, got {group_shapes!r}")
+    shapes = [int(s) for s in items]
     if any(s <= 0 for s in shapes) or sum(shapes) != num_features:
         raise ValueError(
             f"group_shapes must be positive integers summing to the {num_features} columns of "
@@ -348,24 +367,30 @@ def _groups(group_shapes, num_features: int) -> np.ndarray:
     return np.repeat(np.arange(len(shapes)), shapes)
 
 
-def check_targets(y, num_rows: int, likelihood: str, num_levels: int | None = None):
-    """Validate targets against the likelihood; returns them as floats (ordinal: 0-based)."""
+def check_targets(
+    y, num_rows: int, likelihood: str, num_levels: int | None = None, *, name: str = "y"
+):
+    """Validate targets against the likelihood; returns them as floats (ordinal: 0-based,
+    levels ``0..num_levels-1``). ``name`` is the argument named in the errors."""
     y = np.asarray(y)
     if y.dtype == bool:
         y = y.astype(np.int64)
     if y.ndim != 1 or y.shape[0] != num_rows:
-        raise ValueError(f"y must have shape ({num_rows},) to match X, got {y.shape}")
+        raise ValueError(f"{name} must have shape ({num_rows},) to match X, got {y.shape}")
     if not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y.astype(float))):
-        raise ValueError("y contains NaN, infinite or non-numeric values")
+        raise ValueError(f"{name} contains NaN, infinite or non-numeric values")
     y = y.astype(float)
     if likelihood == "probit" and not np.all((y == 0) | (y == 1)):
-        raise ValueError("y must hold class labels 0 and 1 for the probit classifier")
+        raise ValueError(f"{name} must hold class labels 0 and 1 for the probit classifier")
     if likelihood == "ordinal":
         if not np.all(y == np.round(y)) or y.min() < 0:
-            raise ValueError("y must hold ordinal levels 0, 1, ..., L-1 (integers)")
+            raise ValueError(f"{name} must hold ordinal levels 0, 1, ..., L-1 (integers)")
         levels = int(y.max()) + 1 if num_levels is None else int(num_levels)
         if y.max() >= levels:
-            raise ValueError(f"y has levels up to {int(y.max())} but L = {levels}")
+            raise ValueError(
+                f"{name} has levels up to {int(y.max())} but num_levels = {levels}: levels are "
+                f"0..num_levels-1, so num_levels must be at least {int(y.max()) + 1}"
+            )
     return y
 
 
@@ -986,7 +1011,13 @@ def prior_sample(
     likelihood: str = "gaussian", num_levels: int = 0, fit_w0: bool = True,
     fit_linear: bool = True,
 ) -> FMState:  # fmt: skip
-    """A state drawn from the prior (hyperparameters, then b, w, V)."""
+    r"""A state drawn from the prior (hyperparameters, then b, w, V): the generative
+    distributions of ``../shared/seeds/004_530d5665a5aa3b14.txt``, section "Factorization
+    Machine as Hierarchical Bayesian Model" (:math:`\sigma_n^2 \sim \mathcal{IG}(a_n, b_n)`,
+    :math:`\theta \sim \mathcal N(\mu_\theta, \sigma_\theta^2)`, :math:`\mu_\theta \sim
+    \mathcal N(m_\theta, \sigma_\theta^2/\lambda_\theta)` (INDEX's correction),
+    :math:`\sigma_\theta^2 \sim \mathcal{IG}(a_\theta, b_\theta)`) in myFM's names (module
+    docstring), per feature group; ordinal cutpoints from their own prior."""
     keys = jax.random.split(key, 9)
     dtype = hyper.alpha_0.dtype
     group = jnp.zeros(num_features, jnp.int32) if group is None else jnp.asarray(group)
@@ -1039,7 +1070,11 @@ def log_likelihood(data: FMData, state: FMState, likelihood: str = "gaussian") -
 def predict(rows, cols, values, num_rows: int, b, w, V, relations=()):
     r"""``hat y`` for the COO design ``(rows, cols, values)`` with ``num_rows`` rows and the
     relation blocks ``relations`` (:func:`relation_design`), the module docstring's formula,
-    for one draw. ``vmap`` it over draws."""
+    for one draw. ``vmap`` it over draws. The seed (``../shared/seeds/004_530d5665a5aa3b14.txt``)
+    writes the model output as :math:`f^{(d)} = f(x^{(d)})` with the cached
+    :math:`q_k^{(d)} = \sum_j v_{jk} x_j^{(d)}` (its section "Factorization Machine as
+    Hierarchical Bayesian Model", the display of the pre-computed :math:`f^{(d)}, q_k^{(d)}`);
+    this computes :math:`f` through those :math:`q_k`."""
     linear, q, squares = _design_parts(rows, cols, values, num_rows, w, V)
     for relation in relations:
         lin_b, q_b, sq_b = _relation_parts(relation, w, V)
@@ -1106,6 +1141,116 @@ def _trace(data, hyper, test, state, info, *, likelihood, num_test):
     return {"posterior": posterior, "sample_stats": stats}
 
 
+def _check_levels(data: FMData, likelihood: str, num_levels) -> int:
+    """Validate ``data.y`` against ``likelihood`` on the host (skipped while ``data`` is traced,
+    as in the Geweke harness, whose data come from :func:`data_sample`) and return the number
+    of ordinal levels (0 for the other likelihoods). Labels are ``0..num_levels-1``, so
+    ``num_levels`` must exceed the largest label: at or below it, the bincount of the labels
+    would drop the higher levels."""
+    y = concrete_or_none(data.y)
+    if likelihood != "ordinal":
+        if num_levels is not None:
+            raise ValueError(
+                f"num_levels applies to likelihood 'ordinal' only, got num_levels={num_levels!r} "
+                f"with likelihood {likelihood!r}"
+            )
+        if y is not None:
+            check_targets(y, y.shape[0], likelihood, name="data.y")
+        return 0
+    if num_levels is None:
+        if y is None:
+            raise ValueError("num_levels is required when data.y is traced")
+        num_levels = int(np.max(check_targets(y, y.shape[0], likelihood, name="data.y"))) + 1
+        if num_levels < 2:
+            raise ValueError(
+                "an ordinal model needs at least 2 levels: data.y holds level 0 only; pass "
+                "num_levels"
+            )
+        return num_levels
+    if isinstance(num_levels, bool) or not isinstance(num_levels, int | np.integer):
+        raise ValueError(f"num_levels must be an integer, got {num_levels!r}")
+    if num_levels < 2:
+        raise ValueError(f"num_levels must be at least 2 for an ordinal model, got {num_levels}")
+    if y is not None:
+        check_targets(y, y.shape[0], likelihood, int(num_levels), name="data.y")
+    return int(num_levels)
+
+
+def _check_test(test, num_test, data: FMData):
+    """Validate :func:`gibbs`'s ``test`` design against ``num_test`` and ``data``; returns the
+    device arrays (or None) and ``num_test``. Out-of-range rows would be dropped by the
+    segment sums and out-of-range columns clamped by the gathers, so both are rejected."""
+    if isinstance(num_test, bool) or not isinstance(num_test, int | np.integer) or num_test < 0:
+        raise ValueError(f"num_test must be a non-negative integer, got {num_test!r}")
+    num_test = int(num_test)
+    if test is None:
+        if num_test:
+            raise ValueError(f"num_test = {num_test} is given without a test design (test)")
+        return None, 0
+    if not isinstance(test, tuple | list) or len(test) not in (3, 4):
+        raise ValueError(
+            "test must be a tuple (rows, cols, values) or (rows, cols, values, relations)"
+        )
+    if num_test < 1:
+        raise ValueError(
+            "num_test must be the number of rows of the test design (at least 1), got 0"
+        )
+    p = data.group.shape[0]
+    rows, cols, values = (np.asarray(a) for a in test[:3])
+    if not rows.ndim == cols.ndim == values.ndim == 1 or not (
+        rows.shape == cols.shape == values.shape
+    ):
+        raise ValueError(
+            f"test rows, cols and values must be 1-D of one length, got shapes {rows.shape}, "
+            f"{cols.shape}, {values.shape}"
+        )
+    for name, index, bound, what in (
+        ("rows", rows, num_test, "num_test"),
+        ("cols", cols, p, "the number of features of data"),
+    ):
+        if index.size and (
+            not np.issubdtype(index.dtype, np.integer) or index.min() < 0 or index.max() >= bound
+        ):
+            raise ValueError(
+                f"test {name} must hold integers in 0..{bound - 1} ({what} = {bound}), got "
+                f"{index.dtype} values in {index.min()}..{index.max()}"
+            )
+    if not np.issubdtype(values.dtype, np.number) or not np.all(np.isfinite(values)):
+        raise ValueError("test values contain NaN, infinite or non-numeric values")
+    relations = test[3] if len(test) == 4 else ()
+    if isinstance(relations, FMRelation) or not isinstance(relations, tuple | list):
+        raise ValueError("test's fourth item must be a tuple of relation_design blocks")
+    for position, relation in enumerate(relations):
+        if not isinstance(relation, FMRelation):
+            raise ValueError(
+                f"test relation block {position} must come from bnpjax.models.fm.relation_design"
+            )
+        if relation.index.shape != (num_test,):
+            raise ValueError(
+                f"test relation block {position} has {relation.index.shape[0]} rows but "
+                f"num_test = {num_test}"
+            )
+        block_cols = np.asarray(relation.cols)
+        if block_cols.size and (block_cols.min() < 0 or block_cols.max() >= p):
+            raise ValueError(
+                f"test relation block {position} has feature ids outside 0..{p - 1} (the "
+                f"features of data)"
+            )
+    if len(relations) != len(data.relations):
+        raise ValueError(
+            f"test has {len(relations)} relation blocks but data has {len(data.relations)}: "
+            "the predictions would leave out features"
+        )
+    dtype = data.y.dtype
+    arrays = (
+        jnp.asarray(rows, jnp.int32),
+        jnp.asarray(cols, jnp.int32),
+        jnp.asarray(values, dtype),
+        tuple(relations),
+    )
+    return arrays, num_test
+
+
 def gibbs(
     data: FMData,
     *,
@@ -1119,12 +1264,27 @@ def gibbs(
     test=None,
     num_test: int = 0,
 ) -> SamplingAlgorithm:
-    """The BFM Gibbs sampler (module docstring) as a kernel for :func:`bnpjax.sample`.
+    r"""The BFM Gibbs sampler (module docstring) as a kernel for :func:`bnpjax.sample`.
+
+    Implements ``../shared/seeds/004_530d5665a5aa3b14.txt`` (with INDEX's corrections): the
+    conjugate posteriors of its section "Factorization Machine as Hierarchical Bayesian Model"
+    (:math:`a_n^\star, b_n^\star` for :math:`\sigma_n^2`; :math:`\mu_\theta^\star,
+    \sigma_\theta^{\star 2}` for :math:`\theta \in \{b, w, v\}`; :math:`m_\theta^\star,
+    \lambda_\theta^\star, a_\theta^\star, b_\theta^\star` for the hyperparameters) after the
+    substitution :math:`x_\theta^{(d)} := h_\theta^{(d)}`, :math:`y_\theta^{(d)} := y^{(d)} -
+    g_\theta^{(d)}`, with the cached :math:`f^{(d)}, q_k^{(d)}` and their update rule
+    (:math:`\Delta f^{(d)}, \Delta q_k^{(d)}, h_\theta^{(d)}`, the last display). The seed
+    numbers no equations; these are its symbols. ``w_i, v_i`` are drawn as one block and the
+    probit/ordinal likelihoods are added (module docstring).
 
     ``test``: an optional COO design ``(rows, cols, values)`` with ``num_test`` rows, and
-    optionally a fourth item, its relation blocks from :func:`relation_design`, whose
-    predictions ``yhat_test`` are traced at every kept draw (the estimators use this).
-    Ordinal models need ``num_levels`` (default: the largest label + 1) and fix ``b = 0``."""
+    optionally a fourth item, its relation blocks from :func:`relation_design` (one per block
+    of ``data``), whose predictions ``yhat_test`` are traced at every kept draw (the estimators
+    use this). Ordinal models need ``num_levels`` (default: the largest label + 1; labels are
+    ``0..num_levels-1``) and fix ``b = 0``. Raises ``ValueError`` naming the argument when
+    ``data.y`` does not fit ``likelihood`` (checked on the host unless ``data`` is traced),
+    ``num_levels`` is not above every label, or ``test`` does not fit ``num_test`` and
+    ``data``."""
     if not isinstance(data, FMData):
         raise ValueError("data must come from bnpjax.models.fm.make_data")
     if likelihood not in LIKELIHOODS:
@@ -1134,29 +1294,20 @@ def gibbs(
     if not (np.isfinite(init_stdev) and init_stdev >= 0):
         raise ValueError(f"init_stdev must be >= 0, got {init_stdev}")
     hyper = make_hyper() if hyper is None else hyper
+    if not isinstance(hyper, FMHyper):
+        raise ValueError(
+            f"hyper must come from bnpjax.models.fm.make_hyper, got {type(hyper).__name__}"
+        )
+    num_levels = _check_levels(data, likelihood, num_levels)
+    test_arrays, num_test = _check_test(test, num_test, data)
     step_sizes = jnp.zeros((0,), data.y.dtype)
     if likelihood == "ordinal":
         fit_w0 = False
-        if num_levels is None:
-            num_levels = int(np.max(np.asarray(data.y))) + 1
-        if num_levels < 2:
-            raise ValueError("an ordinal model needs at least 2 levels")
         # proposal scale ~ the posterior sd of each cutpoint parameter: a function of the data,
         # not adapted from the chain, so the Metropolis step stays exact (traceable, for Geweke)
         counts = jnp.bincount(data.y.astype(jnp.int32), length=num_levels)
         near = (counts[:-1] + counts[1:]).astype(data.y.dtype)
         step_sizes = 1.5 / jnp.sqrt(near + 1.0)
-    else:
-        num_levels = 0
-    test_arrays = None
-    if test is not None:
-        rows, cols, values, *relations = test
-        test_arrays = (
-            jnp.asarray(rows, jnp.int32),
-            jnp.asarray(cols, jnp.int32),
-            jnp.asarray(values, data.y.dtype),
-            tuple(relations[0]) if relations else (),
-        )
     static = dict(likelihood=likelihood, fit_w0=bool(fit_w0), fit_linear=bool(fit_linear))
     return SamplingAlgorithm(
         init=bind(
