@@ -102,6 +102,8 @@ import numpy as np
 from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import gammaln
 
+from bnpjax._checks import check_integer as _integer
+from bnpjax._checks import is_positive_finite as _positive_finite
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none, pad_axis
 from bnpjax.ops import sample_categorical, sample_inverse_gamma, truncated_poisson_log_pmf
 from bnpjax.priors import ibp
@@ -508,23 +510,6 @@ def _trace(data, hyper, state, info, *, trace_features, pointwise):
 
 def _grow_state(state: IBPLGState, capacity: int) -> IBPLGState:
     return state._replace(Z=pad_axis(state.Z, 1, capacity), A=pad_axis(state.A, 0, capacity))
-
-
-def _positive_finite(value) -> bool:
-    """Whether ``value`` is one positive finite real number (not a bool, not an array)."""
-    if isinstance(value, bool):
-        return False
-    try:
-        return bool(np.isfinite(value) and value > 0)
-    except (TypeError, ValueError):
-        return False
-
-
-def _integer(value, name: str, minimum: int) -> int:
-    """``value`` as an ``int`` if it is an integer (not a bool) ``>= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _factory(

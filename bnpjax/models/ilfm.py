@@ -59,6 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, ndtr
 
+from bnpjax._checks import is_positive_finite as _positive_finite
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
 from bnpjax.ops import sample_truncated_poisson
 from bnpjax.priors import ibp
@@ -746,16 +747,6 @@ def single_link_probabilities(
     if data is None:
         return jax.vmap(lambda s: link_probabilities(s, link))(state)[:, 0]
     return jax.vmap(lambda s, d: link_probabilities(s, link, d))(state, _per_relation(data))[:, 0]
-
-
-def _positive_finite(value) -> bool:
-    """Whether ``value`` is one positive finite real number (not a bool, not an array)."""
-    if isinstance(value, bool):
-        return False
-    try:
-        return bool(np.isfinite(value) and value > 0)
-    except (TypeError, ValueError):
-        return False
 
 
 def gibbs(

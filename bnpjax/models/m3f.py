@@ -178,6 +178,7 @@ from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import betaln
 from jax.scipy.stats import gamma as gamma_distribution
 
+from bnpjax._checks import check_integer as _positive_int
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
 from bnpjax.ops import equicorrelation_terms, sample_categorical, sample_inverse_gaussian
 from bnpjax.priors import ibp
@@ -298,12 +299,6 @@ def _integer_array(value, name: str) -> np.ndarray:
     if not np.all(as_float == np.round(as_float)):
         raise ValueError(f"{name} must hold integers")
     return as_float.astype(np.int64)
-
-
-def _positive_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _gamma_prior(prior, name: str) -> tuple[float, float] | None:
