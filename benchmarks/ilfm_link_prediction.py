@@ -40,34 +40,6 @@ PUBLISHED = {
 }
 
 
-def posterior_mean_probabilities(trace, mode: str, data, chunk: int = 50) -> np.ndarray:
-    """The posterior-mean link probability over the kept draws of every chain."""
-    post = trace["posterior"]
-    chains = post["F"].shape[0]
-    return sum(_chain_mean(post, c, mode, data, chunk) for c in range(chains)) / chains
-
-
-def _chain_mean(post, chain, mode, data, chunk):
-    F, W, bias = post["F"][chain], post["W"][chain], post["bias"][chain]
-    beta = post["beta"][chain] if "beta" in post else np.zeros((*bias.shape, 0), bias.dtype)
-    total, count = 0.0, 0
-
-    def logits_of(f, w, b, coefficients):
-        return ilfm._logits(f, w, ilfm._offset(b, coefficients, data.X))
-
-    for start in range(0, F.shape[0], chunk):
-        part = slice(start, start + chunk)
-        if mode == "global":
-            logits = jax.vmap(logits_of)(F[part], W[part], bias[part], beta[part])
-        else:
-            logits = jax.vmap(
-                jax.vmap(lambda f, w, b, c: logits_of(f, w[None], b[None], c[None])[0])
-            )(F[part], W[part], bias[part], beta[part])
-        total = total + np.asarray(jax.nn.sigmoid(logits)).sum(0)
-        count += logits.shape[0]
-    return total / count
-
-
 def entity_covariates(dataset, args):
     """Miller et al.'s covariates for nations: the country attributes, unknown ones as 0,
     centred, entering as sender and receiver terms (``--covariates``)."""
@@ -107,7 +79,7 @@ def one_run(dataset, mode: str, split: int, args) -> Run:
         num_chains=args.chains,
         progress_bar=False,
     )
-    probs = posterior_mean_probabilities(result.trace, mode, data)
+    probs = ilfm.posterior_link_probabilities(result.trace, data)
     auc = roc_auc(dataset.Y[held], probs[held])
     per_relation = [
         roc_auc(dataset.Y[r][held[r]], probs[r][held[r]])

@@ -132,19 +132,10 @@ def _gibbs_levels(results, iterations, test_users, score_name="score_test_rb"):
     """Posterior-mean levels from the kept draws of every chain of every run in ``results``
     (several runs: the strong iPM3F fits, one per reference draw, pooled)."""
 
-    def pooled(group, name):
-        return np.concatenate([np.asarray(r.trace[group][name]) for r in results], axis=1)
-
-    score = pooled("sample_stats", score_name).mean(axis=(0, 1))
-    if not np.all(np.isfinite(score)):
-        raise FloatingPointError(
-            "non-finite Gibbs scores (float32 breakdown? run without --float32)"
-        )
-    theta = pooled("posterior", "theta").mean(axis=(0, 1))
-    levels = np.asarray(m3f.levels_from_scores(jnp.asarray(score), jnp.asarray(theta[test_users])))
+    traces = [r.trace for r in results]
+    levels = m3f.predict_levels(traces, test_users, score=score_name)
     # the pseudo-posterior predictive median level (MAE-optimal; what the FMs report)
-    proba = m3f.predictive_distribution(pooled("sample_stats", "level_test"), 5)
-    median = _median_level(proba)
+    median = m3f.predict_levels(traces, test_users, rule="median")
     timings = [r.timings for r in results]
     per_sweep = statistics.mean(
         (t.get("warmup_s", 0.0) + t.get("sampling_s", 0.0)) / iterations for t in timings

@@ -404,25 +404,6 @@ def _fit_fm(args) -> int:
 # the infinite latent feature relational model
 
 
-def _posterior_link_probabilities(idata, data):
-    """Posterior mean of P(y^r_ij = 1) over every draw of a global ILFM fit."""
-    import jax
-    import numpy as np
-
-    from bnpjax.models import ilfm
-
-    post = idata.posterior
-    F = np.asarray(post["F"]).reshape(-1, *post["F"].shape[2:])
-    W = np.asarray(post["W"]).reshape(-1, *post["W"].shape[2:])
-    bias = np.asarray(post["bias"]).reshape(-1, *post["bias"].shape[2:])
-    beta = np.zeros((*bias.shape, data.X.shape[0]), bias.dtype)
-    if "beta" in post:
-        beta = np.asarray(post["beta"]).reshape(-1, *post["beta"].shape[2:])
-    states = ilfm.ILFMState(F, W, bias, np.ones(len(F), F.dtype), np.zeros(len(F), F.dtype), beta)
-    probabilities = jax.vmap(lambda s: ilfm.link_probabilities(s, data=data))(states)
-    return np.asarray(probabilities).mean(axis=0)
-
-
 def _demo_ilfm(args) -> int:
     import matplotlib
 
@@ -448,7 +429,7 @@ def _demo_ilfm(args) -> int:
     print("bnpjax demo: infinite latent feature relational model (link prediction)")
     print(f"data: {N} entities, {R} relations, 3 planted features; 20% of the pairs held out")
     idata = _sample(ilfm.gibbs(data, capacity=8), args)
-    probabilities = _posterior_link_probabilities(idata, data)
+    probabilities = ilfm.posterior_link_probabilities(idata, data)
     auc = roc_auc(Y[held], probabilities[held])
     best = roc_auc(Y[held], truth[held])
     k_plus = idata.posterior["num_features"].values
@@ -680,7 +661,6 @@ def _m3f_ratings(rng, num_users=150, num_items=120, rank=3, density=0.3):
 
 def _m3f_run(train, test, num_users, num_items, args, num_levels=5):
     """Fit Gibbs M3F (or iPM3F) and return the InferenceData and the test levels."""
-    import numpy as np
 
     from bnpjax.models import m3f
 
@@ -705,9 +685,7 @@ def _m3f_run(train, test, num_users, num_items, args, num_levels=5):
         )
     idata = _sample(algorithm, args)
     # the Rao-Blackwellized score: the same posterior mean as the drawn scores, less noise
-    score = idata.sample_stats["score_test_rb"].mean(("chain", "draw")).values
-    theta = idata.posterior["theta"].mean(("chain", "draw")).values
-    return idata, np.asarray(m3f.levels_from_scores(score, theta[test[0]]))
+    return idata, m3f.predict_levels(idata, test[0])
 
 
 def _demo_m3f(args) -> int:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bnpjax.datasets import DataNotFoundError, kinship, nations, umls
-from bnpjax.infer import run
+from bnpjax.infer import run, to_inference_data
 from bnpjax.metrics import roc_auc
 from bnpjax.models import ilfm
 from bnpjax.testing import geweke_test
@@ -122,6 +122,10 @@ def test_link_prediction_on_a_planted_structure_and_capacity_growth():
             jnp.zeros((*post["bias"].shape, 0)),
         )
     ).mean(axis=(0, 1))
+    # the public posterior mean: the same average, in chunks of draws
+    np.testing.assert_allclose(
+        ilfm.posterior_link_probabilities(result.trace, data, chunk=40), probs, rtol=1e-5
+    )
     off = ~np.eye(Y.shape[1], dtype=bool)[None]
     test = held & off
     auc = roc_auc(np.asarray(Y[test]), np.asarray(probs)[test])
@@ -217,5 +221,23 @@ def test_single_mode_runs_one_model_per_relation():
     assert post["alpha"].shape == (1, 20, 2)
     probs = ilfm.single_link_probabilities(jax.tree.map(lambda x: x[0], result.final_state))
     assert probs.shape == (2, 16, 16)
+    # the posterior mean over the 20 draws, from the InferenceData, in chunks of 7
+    mean = ilfm.posterior_link_probabilities(to_inference_data(result), data, chunk=7)
+    per_draw = [
+        ilfm.single_link_probabilities(
+            ilfm.ILFMState(
+                post["F"][0, d],
+                post["W"][0, d],
+                post["bias"][0, d],
+                post["alpha"][0, d],
+                np.zeros(2),
+                np.zeros((*post["bias"].shape[2:], 0)),
+            )
+        )
+        for d in range(20)
+    ]
+    np.testing.assert_allclose(mean, np.mean(per_draw, axis=0), rtol=1e-5)
+    with pytest.raises(ValueError, match="draws must be"):
+        ilfm.posterior_link_probabilities(post, data)
     with pytest.raises(ValueError, match="mode"):
         ilfm.gibbs(data, mode="both")

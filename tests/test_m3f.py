@@ -562,6 +562,11 @@ def test_recovery_m3f_and_ipm3f_and_baseline(generated):
         # the Rao-Blackwellized score estimates the same posterior mean with less noise
         rb = _posterior_levels(idata, test[0], "score_test_rb")
         results[name + " rb"] = np.mean(np.abs(rb - y_test))
+        np.testing.assert_array_equal(m3f.predict_levels(idata, test[0]), rb)
+        median = m3f.predict_levels([idata, idata], test[0], rule="median")  # pooling: the same
+        proba = m3f.predictive_distribution(idata.sample_stats["level_test"].values, 5)
+        np.testing.assert_array_equal(median, 1 + np.argmax(np.cumsum(proba, 1) >= 0.5, 1))
+        results[name + " median"] = np.mean(np.abs(median - y_test))
         plain = idata.sample_stats["score_test"].mean(("chain", "draw")).values
         smooth = idata.sample_stats["score_test_rb"].mean(("chain", "draw")).values
         assert np.corrcoef(plain, smooth)[0, 1] > 0.95
@@ -613,6 +618,26 @@ def test_predictive_distribution_and_level_rule():
     np.testing.assert_allclose(dist[0], [0.75, 0.25, 0, 0, 0])
     got = m3f.levels_from_scores(jnp.array([-3.0, 0.0, 3.0]), jnp.array([-1.0, 0.5, 1.0, 2.0]))
     np.testing.assert_array_equal(got, [1, 2, 5])
+    # predict_levels on a hand-made trace: 1 chain, 2 draws, 3 test pairs of users 0, 1, 1
+    theta = np.broadcast_to(np.array([-1.0, 0.5, 1.0, 2.0]), (1, 2, 2, 4)).copy()
+    theta[0, 1, 1] += 10.0  # user 1's thresholds average to (4, 5.5, 6, 7)
+    trace = {
+        "posterior": {"theta": theta},
+        "sample_stats": {
+            "score_test_rb": np.array([[[-3.0, 0.0, 4.5], [-3.0, 0.0, 5.5]]]),
+            "level_test": np.array([[[1, 2, 5], [1, 3, 5]]]),
+        },
+    }
+    np.testing.assert_array_equal(m3f.predict_levels(trace, [0, 1, 1]), [1, 1, 2])
+    np.testing.assert_array_equal(m3f.predict_levels(trace, [0, 1, 1], rule="median"), [1, 2, 5])
+    with pytest.raises(ValueError, match="rule"):
+        m3f.predict_levels(trace, [0, 1, 1], rule="mean")
+    with pytest.raises(ValueError, match="test_users has 2 pairs"):
+        m3f.predict_levels(trace, [0, 1])
+    with pytest.raises(ValueError, match="lacks 'score_test'"):
+        m3f.predict_levels(trace, [0, 1, 1], score="score_test")
+    with pytest.raises(ValueError, match="test_users must lie in"):
+        m3f.predict_levels(trace, [0, 1, 2])
 
 
 def test_bad_input_is_rejected_naming_the_argument():

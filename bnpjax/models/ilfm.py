@@ -51,6 +51,7 @@ entity ``i`` conditions on the features of every other entity.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import NamedTuple
 
@@ -59,6 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, ndtr
 
+from bnpjax._checks import check_integer
 from bnpjax._checks import is_positive_finite as _positive_finite
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
 from bnpjax.ops import sample_truncated_poisson
@@ -747,6 +749,73 @@ def single_link_probabilities(
     if data is None:
         return jax.vmap(lambda s: link_probabilities(s, link))(state)[:, 0]
     return jax.vmap(lambda s, d: link_probabilities(s, link, d))(state, _per_relation(data))[:, 0]
+
+
+def posterior_link_probabilities(
+    draws, data: ILFMData, *, link: str | None = None, chunk: int = 50
+) -> np.ndarray:
+    """Posterior-mean link probabilities :math:`E[P(y^r_{ij} = 1 \\mid F, W, s, \\beta) \\mid
+    Y_{obs}]`, shape (R, N, N): :func:`link_probabilities` (``mode="global"``) or
+    :func:`single_link_probabilities` (``mode="single"``, told apart by the shape of ``F``)
+    averaged over every kept draw of every chain, ``chunk`` draws at a time. This is the
+    posterior predictive probability of a link at a held-out pair, what held-out AUC is
+    computed from (``../shared/seeds/000_82b12501ac6cffe5.txt``, the likelihood of eq.
+    ``ibp_gibbs``).
+
+    ``draws``: the InferenceData of :func:`bnpjax.sample`, or the ``trace`` of
+    :func:`bnpjax.infer.run`; its posterior must hold ``F``, ``W`` and ``bias`` (and ``beta``
+    for a model with covariates). ``data``: the :func:`make_data` the chain ran on (its
+    covariates). ``link``: the chain's link function; by default read from the
+    InferenceData's ``kernel_settings``, else ``"logit"``."""
+    if hasattr(draws, "posterior"):
+        post = draws.posterior
+        if link is None:
+            settings = post.attrs.get("kernel_settings", "{}")
+            if isinstance(settings, str):
+                settings = json.loads(settings)
+            link = settings.get("link", "logit")
+    elif isinstance(draws, dict) and "posterior" in draws:
+        post = draws["posterior"]
+    else:
+        raise ValueError("draws must be the InferenceData of bnpjax.sample or a run's trace")
+    link = "logit" if link is None else link
+    if link not in LINKS:
+        raise ValueError(f"link must be one of {LINKS}, got {link!r}")
+    if not isinstance(data, ILFMData):
+        raise ValueError("data must come from bnpjax.models.ilfm.make_data")
+    missing = [name for name in ("F", "W", "bias") if name not in post]
+    if missing:
+        raise ValueError(f"draws: the posterior lacks {missing} (the chain's features)")
+    chunk = check_integer(chunk, "chunk")
+
+    def stacked(name):
+        values = np.asarray(post[name])
+        return values.reshape(-1, *values.shape[2:])  # (chain * draw, ...)
+
+    F, W, bias = stacked("F"), stacked("W"), stacked("bias")
+    single = F.ndim == 4  # (draws, R, N, capacity): one model per relation
+    beta = stacked("beta") if "beta" in post else np.zeros((*bias.shape, 0), F.dtype)
+    if beta.shape[-1] != data.X.shape[0]:
+        raise ValueError(
+            f"data has {data.X.shape[0]} covariates but the draws have {beta.shape[-1]}"
+        )
+    N = F.shape[-2]
+    if data.Y.shape[-1] != N:
+        raise ValueError(f"data has {data.Y.shape[-1]} entities but the draws have {N}")
+
+    def one(f, w, b, c):
+        shape = b.shape[:-1]  # alpha and the step size: () or (R,)
+        state = ILFMState(f, w, b, jnp.ones(shape, f.dtype), jnp.zeros(shape, f.dtype), c)
+        if single:
+            return single_link_probabilities(state, link, data)
+        return link_probabilities(state, link, data)
+
+    batch = jax.jit(jax.vmap(one))
+    total = np.zeros(data.Y.shape, np.float64)
+    for start in range(0, F.shape[0], chunk):
+        part = slice(start, start + chunk)
+        total += np.asarray(batch(F[part], W[part], bias[part], beta[part]), np.float64).sum(0)
+    return total / F.shape[0]
 
 
 def gibbs(

@@ -198,6 +198,7 @@ __all__ = [
     "make_data",
     "make_hyper",
     "new_feature_log_weights",
+    "predict_levels",
     "predictive_distribution",
     "prior_sample",
     "pseudo_log_posterior",
@@ -1639,6 +1640,66 @@ def predictive_distribution(levels, num_levels: int) -> np.ndarray:
     levels = np.asarray(levels).reshape(-1, np.shape(levels)[-1])
     counts = np.stack([(levels == k).mean(0) for k in range(1, num_levels + 1)], axis=1)
     return counts
+
+
+def predict_levels(draws, test_users, *, rule: str = "score", score: str = "score_test_rb"):
+    """Predicted rating levels of the test pairs of a fit made with ``test=(users, items)``.
+
+    ``rule="score"``: the authors' rating-level rule on posterior means,
+    :math:`\\hat y = 1 + \\#\\{r : \\bar\\theta_{ir} < \\bar x_{ij}\\}`
+    (:func:`levels_from_scores`), with :math:`\\bar x` the posterior mean of ``score``
+    (``"score_test_rb"``, the Rao-Blackwellized score, or ``"score_test"``, the drawn one) and
+    :math:`\\bar\\theta` that of the thresholds. ``rule="median"``: the median of the
+    pseudo-posterior predictive distribution of the level (:func:`predictive_distribution`),
+    the level that minimizes the expected absolute error.
+
+    ``draws``: the InferenceData of :func:`bnpjax.sample`, the ``trace`` of
+    :func:`bnpjax.infer.run`, or a list of them (pooled: several runs or chains);
+    ``test_users``: the test pairs' users (``test[0]``). Returns integer levels (n_test,)."""
+    if rule not in ("score", "median"):
+        raise ValueError(f"rule must be 'score' or 'median', got {rule!r}")
+    if score not in ("score_test_rb", "score_test"):
+        raise ValueError(f"score must be 'score_test_rb' or 'score_test', got {score!r}")
+    runs = list(draws) if isinstance(draws, list | tuple) else [draws]
+    if not runs:
+        raise ValueError("draws is empty")
+
+    def pooled(group, name):
+        values = []
+        for run in runs:
+            if hasattr(run, "posterior"):
+                table = getattr(run, group)
+            elif isinstance(run, dict) and group in run:
+                table = run[group]
+            else:
+                raise ValueError(
+                    "draws must be the InferenceData of bnpjax.sample, a run's trace, or a list"
+                )
+            if name not in table:
+                raise ValueError(f"draws: {group} lacks {name!r} (was the fit given test pairs?)")
+            value = np.asarray(table[name])
+            values.append(value.reshape(-1, *value.shape[2:]))  # (chain * draw, ...)
+        return np.concatenate(values)
+
+    test_users = _integer_array(test_users, "test_users")
+    if rule == "median":
+        levels = pooled("sample_stats", "level_test")
+        if levels.shape[-1] != test_users.size:
+            raise ValueError(
+                f"test_users has {test_users.size} pairs, the draws {levels.shape[-1]}"
+            )
+        theta = pooled("posterior", "theta")
+        proba = predictive_distribution(levels, theta.shape[-1] + 1)
+        return 1 + np.argmax(np.cumsum(proba, axis=1) >= 0.5, axis=1)
+    mean_score = pooled("sample_stats", score).mean(0)
+    if mean_score.shape != test_users.shape:
+        raise ValueError(f"test_users has {test_users.size} pairs, the draws {mean_score.size}")
+    if not np.all(np.isfinite(mean_score)):
+        raise FloatingPointError("non-finite test scores (a float32 breakdown?)")
+    theta = pooled("posterior", "theta").mean(0)
+    if test_users.size and (test_users.min() < 0 or test_users.max() >= theta.shape[0]):
+        raise ValueError(f"test_users must lie in 0..{theta.shape[0] - 1}")
+    return np.asarray(levels_from_scores(jnp.asarray(mean_score), jnp.asarray(theta[test_users])))
 
 
 # --------------------------------------------------------------------------------------------
