@@ -220,6 +220,7 @@ def fit_gibbs(
                 keep_factors=keep,
                 feature_step=args.feature_step,
                 weight_precision_prior=args.ipm3f_weight_prior,
+                num_init_features=args.ipm3f_init_features,
             )
         ]
     sweeps = (
@@ -528,6 +529,12 @@ def main():
         default=1.0,
         help="iPM3F's weight sd sigma (the authors' 1); sets how many binary features a score"
         " of the margin's size needs",
+    )
+    parser.add_argument(
+        "--ipm3f-init-features",
+        type=int,
+        default=8,
+        help="features (each user holding each with probability 1/2) iPM3F's chains start with",
     )
     parser.add_argument(
         "--ipm3f-weight-prior",
