@@ -427,6 +427,9 @@ def test_factor_rows_drawn_in_chunks_match_the_batched_draw(monkeypatch):
         assert np.all(np.abs(draws[:, j].mean(0) - np.asarray(batched[j])) < 5 * se_mean)
 
 
+# users 28, 34 and 37 rate none of the 6 items: they stay in, as the empty bucket the draws
+# must also handle, so make_data's warning about them is expected here
+@pytest.mark.filterwarnings("ignore:num_users = 40, but 3 users have no ratings")
 def test_square_root_factor_matches_cholesky_and_survives_float32(monkeypatch):
     """The QR (square-root) path draws the same rows as the Cholesky path from the same noise
     (float64, several buckets, pieces of a few rows), and in float32 it stays finite and close
