@@ -225,13 +225,13 @@ def test_single_mode_runs_one_model_per_relation():
     mean = ilfm.posterior_link_probabilities(to_inference_data(result), data, chunk=7)
     per_draw = [
         ilfm.single_link_probabilities(
-            ilfm.ILFMState(
+            ilfm.ILFMState(  # the trace drops the state's per-model relation axis
                 post["F"][0, d],
-                post["W"][0, d],
-                post["bias"][0, d],
+                post["W"][0, d][:, None],
+                post["bias"][0, d][:, None],
                 post["alpha"][0, d],
                 np.zeros(2),
-                np.zeros((*post["bias"].shape[2:], 0)),
+                np.zeros((2, 1, 0)),
             )
         )
         for d in range(20)

@@ -804,10 +804,14 @@ def posterior_link_probabilities(
         raise ValueError(f"data has {data.Y.shape[-1]} entities but the draws have {N}")
 
     def one(f, w, b, c):
-        shape = b.shape[:-1]  # alpha and the step size: () or (R,)
-        state = ILFMState(f, w, b, jnp.ones(shape, f.dtype), jnp.zeros(shape, f.dtype), c)
         if single:
+            # the trace keeps one relation per model without its own relation axis: put it back
+            R = b.shape[0]
+            state = ILFMState(
+                f, w[:, None], b[:, None], jnp.ones(R, f.dtype), jnp.zeros(R, f.dtype), c[:, None]
+            )
             return single_link_probabilities(state, link, data)
+        state = ILFMState(f, w, b, jnp.ones((), f.dtype), jnp.zeros((), f.dtype), c)
         return link_probabilities(state, link, data)
 
     batch = jax.jit(jax.vmap(one))
