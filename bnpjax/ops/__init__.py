@@ -41,7 +41,7 @@ from bnpjax.ops.segment import (
     to_dense,
     transpose,
 )
-from bnpjax.ops.truncated_normal import sample_truncated_normal
+from bnpjax.ops.truncated_normal import sample_truncated_normal, truncated_normal_from_uniform
 
 __all__ = [
     "SparseCOO",
@@ -70,5 +70,6 @@ __all__ = [
     "sherman_morrison",
     "to_dense",
     "transpose",
+    "truncated_normal_from_uniform",
     "truncated_poisson_log_pmf",
 ]
