@@ -130,6 +130,14 @@ class _BayesianFM:
         )
         posterior = self.result_.trace["posterior"]
         self.samples_ = {k: np.asarray(v[0]) for k, v in posterior.items()}
+        for name, values in self.samples_.items():
+            finite = np.isfinite(values.reshape(values.shape[0], -1)).all(axis=1)
+            if not finite.all():
+                # predictions from such draws would be silently wrong (NaN probabilities)
+                raise FloatingPointError(
+                    f"the chain's {name} is non-finite from kept draw {int(np.argmin(finite))} "
+                    f"on ({values.dtype}); refit with jax_enable_x64 or another random_state"
+                )
         self.timings_ = dict(self.result_.timings)
         if X_test is not None and y_test is not None:
             self.test_history_ = self._test_history(

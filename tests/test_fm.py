@@ -263,6 +263,20 @@ def test_bad_input_is_rejected_naming_the_argument():
     model = FMRegressor(rank=1).fit(X, y, n_iter=3)
     with pytest.raises(ValueError, match="5"):
         model.predict(np.ones((2, 4)))
+    # a chain that turned non-finite is reported, not turned into silent NaN predictions
+    import bnpjax.fm as estimators
+
+    def poisoned_run(*args, **kwargs):
+        result = run(*args, **kwargs)
+        result.trace["posterior"]["w"][0, 1, 0] = np.nan
+        return result
+
+    estimators.run, real_run = poisoned_run, estimators.run
+    try:
+        with pytest.raises(FloatingPointError, match="w is non-finite from kept draw 1"):
+            FMRegressor(rank=1).fit(X, y, n_iter=3)
+    finally:
+        estimators.run = real_run
     with pytest.raises(ValueError, match="fit"):
         FMRegressor().predict(X)
     with pytest.raises(ValueError, match="group_shapes must be a sequence of integers"):
