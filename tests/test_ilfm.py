@@ -126,6 +126,10 @@ def test_link_prediction_on_a_planted_structure_and_capacity_growth():
     np.testing.assert_allclose(
         ilfm.posterior_link_probabilities(result.trace, data, chunk=40), probs, rtol=1e-5
     )
+    # 150 draws in chunks of 40: the last chunk is padded, so one program serves every call
+    programs = ilfm._probability_sum._cache_size()
+    ilfm.posterior_link_probabilities(result.trace, data, chunk=40)
+    assert ilfm._probability_sum._cache_size() == programs
     off = ~np.eye(Y.shape[1], dtype=bool)[None]
     test = held & off
     auc = roc_auc(np.asarray(Y[test]), np.asarray(probs)[test])

@@ -51,6 +51,7 @@ entity ``i`` conditions on the features of every other entity.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import NamedTuple
@@ -803,6 +804,29 @@ def posterior_link_probabilities(
     if data.Y.shape[-1] != N:
         raise ValueError(f"data has {data.Y.shape[-1]} entities but the draws have {N}")
 
+    chunk = min(chunk, F.shape[0])
+    total = np.zeros(data.Y.shape, np.float64)
+    for start in range(0, F.shape[0], chunk):
+        part = slice(start, start + chunk)
+        size = F[part].shape[0]
+        # the last chunk is padded to the others' size so that every call has one shape (one
+        # compiled program, reused by later calls); the padding enters with weight 0
+        padded = [_pad_draws(x[part], chunk) for x in (F, W, bias, beta)]
+        weight = (np.arange(chunk) < size).astype(F.dtype)
+        total += np.asarray(
+            _probability_sum(*padded, weight, data, single=single, link=link), np.float64
+        )
+    return total / F.shape[0]
+
+
+def _pad_draws(x, size):
+    return np.concatenate([x, np.zeros((size - x.shape[0], *x.shape[1:]), x.dtype)])
+
+
+@functools.partial(jax.jit, static_argnames=("single", "link"))
+def _probability_sum(F, W, bias, beta, weight, data, *, single, link):
+    """The ``weight``-ed sum over draws of their link probabilities (R, N, N)."""
+
     def one(f, w, b, c):
         if single:
             # the trace keeps one relation per model without its own relation axis: put it back
@@ -814,12 +838,7 @@ def posterior_link_probabilities(
         state = ILFMState(f, w, b, jnp.ones((), f.dtype), jnp.zeros((), f.dtype), c)
         return link_probabilities(state, link, data)
 
-    batch = jax.jit(jax.vmap(one))
-    total = np.zeros(data.Y.shape, np.float64)
-    for start in range(0, F.shape[0], chunk):
-        part = slice(start, start + chunk)
-        total += np.asarray(batch(F[part], W[part], bias[part], beta[part]), np.float64).sum(0)
-    return total / F.shape[0]
+    return jnp.einsum("s,srij->rij", weight, jax.vmap(one)(F, W, bias, beta))
 
 
 def gibbs(
