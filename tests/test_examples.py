@@ -3,7 +3,9 @@ guides cannot rot. Each reads its real data set; without it the test skips and s
 
 The bounds sit between what the scripts printed on 2026-11-24 (examples/README.md) and what a
 model that learned nothing would print, with room for the chains to differ on another machine
-(float rounding changes a chain's path, not its distribution)."""
+(float rounding changes a chain's path, not its distribution). ``m3f_movielens.py`` is left
+out for the suite's time (90 s at K = 100); tests/test_m3f.py and the CLI demo test cover its
+path."""
 
 import re
 import runpy
@@ -22,14 +24,6 @@ CASES = {
     # guessing gives AUC 0.5; the printed 0.881 (the benchmark's protocol: about 0.89)
     "ilfm_nations.py": ("relational/nations", [(r"held-out AUC ([\d.]+)", lambda v: v > 0.83)]),
     "wmmsb_network.py": ("networks/fb_uc", [(r"P\(link\) ([\d.]+)", lambda v: v > 0.85)]),
-    # NMAE 1 is uniform guessing; both printed about 0.43
-    "m3f_movielens.py": (
-        "movielens/ml-100k",
-        [
-            (r"Gibbs M3F: test NMAE ([\d.]+)", lambda v: v < 0.45),
-            (r"optax M3F: test NMAE ([\d.]+)", lambda v: v < 0.46),
-        ],
-    ),
     # the global mean rating gives RMSE about 1.15 and MAE about 0.95 on u1
     "fm_movielens.py": (
         "movielens/ml-100k",
