@@ -17,7 +17,7 @@ import numpy as np
 
 from bnpjax.infer.base import ArvizSpec
 
-__all__ = ["groups_to_inference_data", "package_versions", "to_inference_data"]
+__all__ = ["groups_to_inference_data", "package_versions", "pooled_draws", "to_inference_data"]
 
 
 def _arviz():
@@ -107,3 +107,28 @@ def to_inference_data(result) -> Any:
     return groups_to_inference_data(
         groups, dims=dict(spec.dims), coords=dict(spec.coords), attrs=attrs
     )
+
+
+def pooled_draws(draws, group: str, name: str) -> np.ndarray:
+    """Variable ``name`` of ``group`` with the draws of every chain on one leading axis
+    ``(chain * draw, ...)``, from the InferenceData of :func:`bnpjax.sample`, the ``trace`` of
+    :func:`bnpjax.infer.run`, or a list of them (pooled in order). ``ValueError`` when
+    ``draws`` is none of these or lacks the variable."""
+    runs = list(draws) if isinstance(draws, list | tuple) else [draws]
+    if not runs:
+        raise ValueError("draws is empty")
+    values = []
+    for run in runs:
+        if hasattr(run, "posterior"):
+            table = getattr(run, group, None)
+        elif isinstance(run, dict) and "posterior" in run:
+            table = run.get(group)
+        else:
+            raise ValueError(
+                "draws must be the InferenceData of bnpjax.sample, a run's trace, or a list of them"
+            )
+        if table is None or name not in table:
+            raise ValueError(f"draws: {group} lacks {name!r}")
+        value = np.asarray(table[name])
+        values.append(value.reshape(-1, *value.shape[2:]))
+    return np.concatenate(values)

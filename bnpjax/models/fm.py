@@ -112,6 +112,7 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import log_ndtr
 
+from bnpjax._checks import check_integer
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
 from bnpjax.ops import sample_inverse_gamma, sample_truncated_normal
 
@@ -1167,22 +1168,17 @@ def _check_levels(data: FMData, likelihood: str, num_levels) -> int:
                 "num_levels"
             )
         return num_levels
-    if isinstance(num_levels, bool) or not isinstance(num_levels, int | np.integer):
-        raise ValueError(f"num_levels must be an integer, got {num_levels!r}")
-    if num_levels < 2:
-        raise ValueError(f"num_levels must be at least 2 for an ordinal model, got {num_levels}")
+    num_levels = check_integer(num_levels, "num_levels", 2)  # an ordinal model has 2 or more
     if y is not None:
-        check_targets(y, y.shape[0], likelihood, int(num_levels), name="data.y")
-    return int(num_levels)
+        check_targets(y, y.shape[0], likelihood, num_levels, name="data.y")
+    return num_levels
 
 
 def _check_test(test, num_test, data: FMData):
     """Validate :func:`gibbs`'s ``test`` design against ``num_test`` and ``data``; returns the
     device arrays (or None) and ``num_test``. Out-of-range rows would be dropped by the
     segment sums and out-of-range columns clamped by the gathers, so both are rejected."""
-    if isinstance(num_test, bool) or not isinstance(num_test, int | np.integer) or num_test < 0:
-        raise ValueError(f"num_test must be a non-negative integer, got {num_test!r}")
-    num_test = int(num_test)
+    num_test = check_integer(num_test, "num_test", 0)
     if test is None:
         if num_test:
             raise ValueError(f"num_test = {num_test} is given without a test design (test)")

@@ -63,6 +63,7 @@ from jax.scipy.special import log_ndtr, ndtr
 
 from bnpjax._checks import check_integer
 from bnpjax._checks import is_positive_finite as _positive_finite
+from bnpjax.infer.arviz_adapter import pooled_draws
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
 from bnpjax.ops import sample_truncated_poisson
 from bnpjax.priors import ibp
@@ -768,34 +769,23 @@ def posterior_link_probabilities(
     for a model with covariates). ``data``: the :func:`make_data` the chain ran on (its
     covariates). ``link``: the chain's link function; by default read from the
     InferenceData's ``kernel_settings``, else ``"logit"``."""
-    if hasattr(draws, "posterior"):
-        post = draws.posterior
-        if link is None:
-            settings = post.attrs.get("kernel_settings", "{}")
-            if isinstance(settings, str):
-                settings = json.loads(settings)
-            link = settings.get("link", "logit")
-    elif isinstance(draws, dict) and "posterior" in draws:
-        post = draws["posterior"]
-    else:
-        raise ValueError("draws must be the InferenceData of bnpjax.sample or a run's trace")
+    if link is None and hasattr(draws, "posterior"):
+        settings = draws.posterior.attrs.get("kernel_settings", "{}")
+        if isinstance(settings, str):
+            settings = json.loads(settings)
+        link = settings.get("link")
     link = "logit" if link is None else link
     if link not in LINKS:
         raise ValueError(f"link must be one of {LINKS}, got {link!r}")
     if not isinstance(data, ILFMData):
         raise ValueError("data must come from bnpjax.models.ilfm.make_data")
-    missing = [name for name in ("F", "W", "bias") if name not in post]
-    if missing:
-        raise ValueError(f"draws: the posterior lacks {missing} (the chain's features)")
     chunk = check_integer(chunk, "chunk")
-
-    def stacked(name):
-        values = np.asarray(post[name])
-        return values.reshape(-1, *values.shape[2:])  # (chain * draw, ...)
-
-    F, W, bias = stacked("F"), stacked("W"), stacked("bias")
+    F, W, bias = (pooled_draws(draws, "posterior", name) for name in ("F", "W", "bias"))
     single = F.ndim == 4  # (draws, R, N, capacity): one model per relation
-    beta = stacked("beta") if "beta" in post else np.zeros((*bias.shape, 0), F.dtype)
+    try:
+        beta = pooled_draws(draws, "posterior", "beta")
+    except ValueError:  # a model without covariates
+        beta = np.zeros((*bias.shape, 0), F.dtype)
     if beta.shape[-1] != data.X.shape[0]:
         raise ValueError(
             f"data has {data.X.shape[0]} covariates but the draws have {beta.shape[-1]}"

@@ -179,6 +179,7 @@ from jax.scipy.special import betaln
 from jax.scipy.stats import gamma as gamma_distribution
 
 from bnpjax._checks import check_integer as _positive_int
+from bnpjax.infer.arviz_adapter import pooled_draws
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
 from bnpjax.ops import equicorrelation_terms, sample_categorical, sample_inverse_gaussian
 from bnpjax.priors import ibp
@@ -1660,43 +1661,23 @@ def predict_levels(draws, test_users, *, rule: str = "score", score: str = "scor
         raise ValueError(f"rule must be 'score' or 'median', got {rule!r}")
     if score not in ("score_test_rb", "score_test"):
         raise ValueError(f"score must be 'score_test_rb' or 'score_test', got {score!r}")
-    runs = list(draws) if isinstance(draws, list | tuple) else [draws]
-    if not runs:
-        raise ValueError("draws is empty")
-
-    def pooled(group, name):
-        values = []
-        for run in runs:
-            if hasattr(run, "posterior"):
-                table = getattr(run, group)
-            elif isinstance(run, dict) and group in run:
-                table = run[group]
-            else:
-                raise ValueError(
-                    "draws must be the InferenceData of bnpjax.sample, a run's trace, or a list"
-                )
-            if name not in table:
-                raise ValueError(f"draws: {group} lacks {name!r} (was the fit given test pairs?)")
-            value = np.asarray(table[name])
-            values.append(value.reshape(-1, *value.shape[2:]))  # (chain * draw, ...)
-        return np.concatenate(values)
 
     test_users = _integer_array(test_users, "test_users")
     if rule == "median":
-        levels = pooled("sample_stats", "level_test")
+        levels = pooled_draws(draws, "sample_stats", "level_test")
         if levels.shape[-1] != test_users.size:
             raise ValueError(
                 f"test_users has {test_users.size} pairs, the draws {levels.shape[-1]}"
             )
-        theta = pooled("posterior", "theta")
+        theta = pooled_draws(draws, "posterior", "theta")
         proba = predictive_distribution(levels, theta.shape[-1] + 1)
         return 1 + np.argmax(np.cumsum(proba, axis=1) >= 0.5, axis=1)
-    mean_score = pooled("sample_stats", score).mean(0)
+    mean_score = pooled_draws(draws, "sample_stats", score).mean(0)
     if mean_score.shape != test_users.shape:
         raise ValueError(f"test_users has {test_users.size} pairs, the draws {mean_score.size}")
     if not np.all(np.isfinite(mean_score)):
         raise FloatingPointError("non-finite test scores (a float32 breakdown?)")
-    theta = pooled("posterior", "theta").mean(0)
+    theta = pooled_draws(draws, "posterior", "theta").mean(0)
     if test_users.size and (test_users.min() < 0 or test_users.max() >= theta.shape[0]):
         raise ValueError(f"test_users must lie in 0..{theta.shape[0] - 1}")
     return np.asarray(levels_from_scores(jnp.asarray(mean_score), jnp.asarray(theta[test_users])))

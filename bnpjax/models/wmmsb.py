@@ -110,6 +110,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import gammaln
 
+from bnpjax._checks import check_integer
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
 from bnpjax.ops import sample_categorical, segment_sum
 
@@ -283,10 +284,6 @@ def _check_likelihood(likelihood):
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
 
 
-def _is_int(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | np.integer)
-
-
 def make_network(
     n_nodes: int,
     src,
@@ -313,12 +310,10 @@ def make_network(
     ``pad_to`` (a positive integer) pads the pair lists to a multiple (weight 0). ``seed``
     (an integer in ``[0, 2**32)``, the uint32 hash seed) and ``likelihood`` (one of
     :data:`LIKELIHOODS`; "bernoulli" requires 0/1 weights) are checked here."""
-    if isinstance(n_nodes, bool) or not isinstance(n_nodes, int | np.integer) or n_nodes < 2:
-        raise ValueError(f"n_nodes must be an integer >= 2, got {n_nodes!r}")
+    check_integer(n_nodes, "n_nodes", 2)
     _check_likelihood(likelihood)
-    if not _is_int(pad_to) or pad_to < 1:
-        raise ValueError(f"pad_to must be a positive integer, got {pad_to!r}")
-    if not _is_int(seed) or not 0 <= seed < 2**32:
+    pad_to = check_integer(pad_to, "pad_to", 1)
+    if check_integer(seed, "seed", 0) >= 2**32:
         raise ValueError(
             f"seed must be an integer in [0, 2**32) (a uint32 hash seed), got {seed!r}"
         )

@@ -62,10 +62,10 @@ def truncated_normal_from_uniform(u, lower, upper) -> jax.Array:
 def sample_truncated_normal(key, lower, upper, shape=None, dtype=None) -> jax.Array:
     """Draws of :math:`z \\sim \\mathcal N(0, 1)` restricted to ``[lower, upper]`` (either may
     be infinite; ``lower < upper``), by the stable inverse CDF of the module docstring
-    (:func:`truncated_normal_from_uniform` of a uniform on ``[tiny, 1)``)."""
+    (:func:`truncated_normal_from_uniform` of a uniform draw)."""
     lower, upper = jnp.asarray(lower), jnp.asarray(upper)
     dtype = jnp.result_type(lower, upper, float) if dtype is None else dtype
     shape = jnp.broadcast_shapes(lower.shape, upper.shape) if shape is None else shape
     lower, upper = lower.astype(dtype), upper.astype(dtype)
-    u = jax.random.uniform(key, shape, dtype, minval=jnp.finfo(dtype).tiny)
+    u = jax.random.uniform(key, shape, dtype)  # 0 is read as tiny below
     return truncated_normal_from_uniform(u, lower, upper)
