@@ -9,15 +9,26 @@ from bnpjax.infer.driver import SamplingResult, compile_count, run, sample
 
 __all__ = [
     "ArvizSpec",
+    "NumPyroKernel",
     "SamplingAlgorithm",
     "SamplingResult",
     "bind",
     "compile_count",
     "default_trace",
     "groups_to_inference_data",
+    "mcmc_to_inference_data",
     "pad_axis",
     "pooled_draws",
     "run",
     "sample",
     "to_inference_data",
 ]
+
+
+def __getattr__(name):
+    # the NumPyro bridge imports numpyro (a second of start-up), so only when it is asked for
+    if name in ("NumPyroKernel", "mcmc_to_inference_data"):
+        from bnpjax.infer import numpyro_bridge
+
+        return getattr(numpyro_bridge, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
