@@ -5,10 +5,12 @@ The driver knows no model; models know no driver.
 
 from bnpjax.infer.arviz_adapter import groups_to_inference_data, pooled_draws, to_inference_data
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, default_trace, pad_axis
+from bnpjax.infer.checkpoint import Checkpoint, load_checkpoint, resume, save_checkpoint
 from bnpjax.infer.driver import SamplingResult, compile_count, run, sample
 
 __all__ = [
     "ArvizSpec",
+    "Checkpoint",
     "NumPyroKernel",
     "SamplingAlgorithm",
     "SamplingResult",
@@ -16,11 +18,14 @@ __all__ = [
     "compile_count",
     "default_trace",
     "groups_to_inference_data",
+    "load_checkpoint",
     "mcmc_to_inference_data",
     "pad_axis",
     "pooled_draws",
+    "resume",
     "run",
     "sample",
+    "save_checkpoint",
     "to_inference_data",
 ]
 

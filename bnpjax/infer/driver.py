@@ -327,6 +327,7 @@ def _run_phase(
     timings: dict,
     counters: dict,
     compile_as_sampling: bool = False,
+    on_chunk: Callable | None = None,
 ):
     """Run ``num_draws`` draws (``thin`` steps each) in chunks; return kept draws per chunk.
 
@@ -369,6 +370,8 @@ def _run_phase(
         if not warmup:
             kept_chunks.append(jax.tree_util.tree_map(lambda a: np.moveaxis(a[:n], 0, 1), kept))
         done += n
+        if on_chunk is not None:
+            on_chunk(algorithm, states, first_step + done * thin)
         if progress is not None:
             progress.update(n * thin)
             if not warmup:
@@ -417,12 +420,15 @@ def run(
     chunk_size: int | None = None,
     initial_state: Any = None,
     start_step: int = 0,
+    checkpoint_path=None,
 ) -> SamplingResult:
     """Run ``algorithm`` and return the kept draws and final state (see :func:`sample`).
 
     ``chunk_size`` is the number of steps per compiled chunk (default: the run cut into about
     20 chunks); it changes nothing in the draws, only how often control returns to Python.
     ``initial_state`` (with a leading chain axis) and ``start_step`` continue an earlier run.
+    ``checkpoint_path`` (an ``.npz`` file): the state of every chain is saved there after each
+    chunk (:mod:`bnpjax.infer.checkpoint`; continue with ``load_checkpoint`` and ``resume``).
     """
     if not isinstance(algorithm, SamplingAlgorithm):
         raise ValueError(
@@ -459,6 +465,20 @@ def run(
                     f"initial_state must have a leading chain axis of length {num_chains}"
                 )
 
+    on_chunk = None
+    if checkpoint_path is not None:
+        from bnpjax.infer.checkpoint import save_checkpoint
+
+        def on_chunk(algorithm_now, states_now, steps_done):
+            save_checkpoint(
+                checkpoint_path,
+                algorithm_now,
+                states_now,
+                steps_done,
+                key,
+                warmup_end=start_step + num_warmup,
+            )
+
     progress = None
     if progress_bar:
         from tqdm.auto import tqdm
@@ -488,6 +508,7 @@ def run(
                 progress=progress,
                 timings=timings,
                 counters=counters,
+                on_chunk=on_chunk,
             )
         if progress is not None:
             progress.set_description(f"{algorithm.spec.name} sample")
@@ -503,6 +524,7 @@ def run(
             progress=progress,
             timings=timings,
             counters=counters,
+            on_chunk=on_chunk,
         )
     finally:
         if progress is not None:
@@ -543,6 +565,7 @@ def sample(
     chunk_size: int | None = None,
     initial_state: Any = None,
     start_step: int = 0,
+    checkpoint_path=None,
 ):
     """Run any bnpjax kernel and return :class:`arviz.InferenceData`.
 
@@ -559,6 +582,9 @@ def sample(
         independent chains, run together with ``vmap``.
     progress_bar
         a tqdm bar advanced between compiled chunks (no host round-trip per step).
+    checkpoint_path
+        an ``.npz`` file the state of every chain is saved to after each chunk, to continue
+        the same chains later (:func:`bnpjax.infer.load_checkpoint`, :func:`bnpjax.infer.resume`).
 
     Returns
     -------
@@ -580,5 +606,6 @@ def sample(
         chunk_size=chunk_size,
         initial_state=initial_state,
         start_step=start_step,
+        checkpoint_path=checkpoint_path,
     )
     return to_inference_data(result)
