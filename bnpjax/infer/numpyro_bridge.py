@@ -134,13 +134,15 @@ class NumPyroKernel(_mcmc_kernel_base()):
 
     @property
     def dims(self) -> dict:
-        """Named dims of the posterior variables, for ``az.from_numpyro(mcmc, dims=...)``."""
-        return {k: list(v) for k, v in self.algorithm.spec.dims.items()}
+        """Named dims of the kept posterior variables, for ``az.from_numpyro(mcmc, dims=...)``."""
+        kept = self._trace_shape.get("posterior", {})
+        return {k: list(v) for k, v in self.algorithm.spec.dims.items() if k in kept}
 
     @property
     def coords(self) -> dict:
         """Coordinates of those dims, for ``az.from_numpyro(mcmc, coords=...)``."""
-        return {k: list(v) for k, v in self.algorithm.spec.coords.items()}
+        used = {d for ds in self.dims.values() for d in ds}
+        return {k: list(v) for k, v in self.algorithm.spec.coords.items() if k in used}
 
     def postprocess_fn(self, model_args, model_kwargs):
         return lambda z: z
