@@ -20,7 +20,7 @@ import bnpjax
 from bnpjax.datasets import synthetic
 from bnpjax.infer import NumPyroKernel, mcmc_to_inference_data
 from bnpjax.models import ibp_lg
-from bnpjax.priors import IndianBuffetProcess
+from bnpjax.priors import IndianBuffetProcess, ibp
 
 bars = synthetic.bars(0, num_obs=100)
 kernel_algorithm = ibp_lg.collapsed_gibbs(ibp_lg.make_data(bars["X"]), capacity=32)
@@ -42,21 +42,19 @@ print("same chains as bnpjax.sample:", np.array_equal(same.posterior["Z"].values
                                                       idata.posterior["Z"].values))  # fmt: skip
 
 Z = idata.posterior["Z"].values[0, -1]
-N = Z.shape[0]
+prior_shape, prior_rate = 1.0, 1.0
 
 
-def model(Z):
-    alpha = numpyro.sample("alpha", dist.Gamma(1.0, 1.0))
+def alpha_given_features(Z):
+    alpha = numpyro.sample("alpha", dist.Gamma(prior_shape, prior_rate))
     numpyro.sample("Z", IndianBuffetProcess(alpha, *Z.shape), obs=Z)
 
 
-nuts = numpyro.infer.MCMC(
-    numpyro.infer.NUTS(model), num_warmup=500, num_samples=2000, progress_bar=False
-)
+nuts = numpyro.infer.MCMC(numpyro.infer.NUTS(alpha_given_features), num_warmup=500,
+                          num_samples=2000, progress_bar=False)  # fmt: skip
 nuts.run(jax.random.key(1), Z)
 alpha = np.asarray(nuts.get_samples()["alpha"])
-shape = 1.0 + int((Z.sum(0) > 0).sum())
-rate = 1.0 + np.sum(1.0 / np.arange(1, N + 1))
+shape, rate = ibp.alpha_posterior(int((Z.sum(0) > 0).sum()), Z.shape[0], prior_shape, prior_rate)
 print(
     f"alpha | Z: NUTS mean {alpha.mean():.3f} sd {alpha.std():.3f}; "
     f"conjugate Gamma mean {shape / rate:.3f} sd {np.sqrt(shape) / rate:.3f}"
