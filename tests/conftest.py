@@ -1,5 +1,6 @@
 """Test configuration: CPU, float64 by default (float32 paths are tested explicitly)."""
 
+import gc
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -15,3 +16,19 @@ if "xla_backend_optimization_level" not in _flags:
 import jax  # noqa: E402  (after the environment above)
 
 jax.config.update("jax_enable_x64", True)
+
+
+import pytest  # noqa: E402
+
+from bnpjax.infer.driver import clear_compile_cache  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Release every compiled program after each test module. Each XLA CPU executable keeps a
+    few memory mappings; the whole suite in one process compiled enough of them to pass the
+    kernel's limit (vm.max_map_count, 65530) and crash inside XLA."""
+    yield
+    clear_compile_cache()
+    jax.clear_caches()
+    gc.collect()

@@ -6,7 +6,13 @@ The driver knows no model; models know no driver.
 from bnpjax.infer.arviz_adapter import groups_to_inference_data, pooled_draws, to_inference_data
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, default_trace, pad_axis
 from bnpjax.infer.checkpoint import Checkpoint, load_checkpoint, resume, save_checkpoint
-from bnpjax.infer.driver import SamplingResult, compile_count, run, sample
+from bnpjax.infer.driver import (
+    SamplingResult,
+    clear_compile_cache,
+    compile_count,
+    run,
+    sample,
+)
 
 __all__ = [
     "ArvizSpec",
@@ -15,6 +21,7 @@ __all__ = [
     "SamplingAlgorithm",
     "SamplingResult",
     "bind",
+    "clear_compile_cache",
     "compile_count",
     "default_trace",
     "groups_to_inference_data",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -125,13 +126,23 @@ def _aval_key(tree) -> tuple:
     )
 
 
-_COMPILED: dict[tuple, Any] = {}
+#: Compiled programs, least recently used first. Bounded: every XLA CPU executable holds
+#: memory mappings of its own, and a process that fits many models of different shapes would
+#: otherwise keep them all (and can run into the kernel's limit on mappings).
+_COMPILED: OrderedDict[tuple, Any] = OrderedDict()
+MAX_COMPILED_PROGRAMS = 64
 _COMPILE_COUNT = 0
 
 
 def compile_count() -> int:
     """How many programs the driver has compiled in this process (for no-recompile tests)."""
     return _COMPILE_COUNT
+
+
+def clear_compile_cache() -> None:
+    """Drop the driver's compiled programs (with ``jax.clear_caches()`` this releases their
+    memory); the next run of each kernel compiles again."""
+    _COMPILED.clear()
 
 
 def _compiled(name: str, fn: Callable, static_key: tuple, args: tuple, timings: dict):
@@ -145,6 +156,10 @@ def _compiled(name: str, fn: Callable, static_key: tuple, args: tuple, timings: 
         timings["compile_s"] = timings.get("compile_s", 0.0) + time.perf_counter() - start
         _COMPILE_COUNT += 1
         _COMPILED[key] = program
+        while len(_COMPILED) > MAX_COMPILED_PROGRAMS:
+            _COMPILED.popitem(last=False)
+    else:
+        _COMPILED.move_to_end(key)
     return program
 
 
