@@ -114,9 +114,12 @@ class NumPyroKernel(_mcmc_kernel_base()):
         self.keep_log_likelihood = bool(log_likelihood)
         self.model = None  # az.from_numpyro reads it; there is no NumPyro model to replay
         self._trace_fn = algorithm.trace if algorithm.trace is not None else default_trace
-        shapes = jax.eval_shape(self._one_transition, jax.random.key(0), algorithm.init)
-        _, info_shape, trace_shape = shapes
-        self._info_shape = info_shape
+
+        def first_trace(key):
+            new_state, info = algorithm.step(key, algorithm.init(key))
+            return self._trace_fn(new_state, info)
+
+        trace_shape = jax.eval_shape(first_trace, jax.random.key(0))
         self._trace_shape = trace_shape
         stats = tuple(trace_shape.get("sample_stats", {}))
         clash = [name for name in stats if name in _BASE_FIELDS or not name.isidentifier()]
@@ -159,13 +162,6 @@ class NumPyroKernel(_mcmc_kernel_base()):
 
     # ---------------------------------------------------------------------------------------
     # the transition
-
-    def _one_transition(self, key, sampler_state_or_init):
-        sampler_state = (
-            sampler_state_or_init(key) if callable(sampler_state_or_init) else sampler_state_or_init
-        )
-        new_state, info = self.algorithm.step(key, sampler_state)
-        return new_state, info, self._trace_fn(new_state, info)
 
     def _pack(self, i, num_warmup, sampler_state, run_key, trace, exceeded):
         stats = trace.get("sample_stats", {})

@@ -41,6 +41,7 @@ from numpyro.distributions import Distribution, constraints
 from scipy import stats
 
 from bnpjax._checks import check_integer
+from bnpjax.infer.base import concrete_or_none
 from bnpjax.priors import ibp
 
 __all__ = ["IndianBuffetProcess", "capacity_for"]
@@ -76,14 +77,6 @@ def _warn_overflow(num_needed, capacity) -> None:
         )
 
 
-def _concrete(x):
-    """Host copy of ``x``, or None inside traced code (checks then wait for concrete values)."""
-    try:
-        return np.asarray(x)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return None
-
-
 class IndianBuffetProcess(Distribution):
     r"""``Z ~ IBP(alpha)`` on ``num_rows`` rows in a buffer of ``capacity`` columns (module
     docstring).
@@ -116,7 +109,7 @@ class IndianBuffetProcess(Distribution):
         if form not in ("lof", "buffet"):
             raise ValueError(f"form must be 'lof' or 'buffet', got {form!r}")
         if capacity is None:
-            concrete = _concrete(alpha)
+            concrete = concrete_or_none(alpha)
             if concrete is None:
                 raise ValueError(
                     "capacity must be given when alpha is a traced value (inside a model "
@@ -124,7 +117,7 @@ class IndianBuffetProcess(Distribution):
                 )
             capacity = capacity_for(float(np.max(concrete)), num_rows)
         capacity = check_integer(capacity, "capacity")
-        concrete = _concrete(alpha)
+        concrete = concrete_or_none(alpha)
         if concrete is not None and not np.all(np.isfinite(concrete) & (concrete > 0)):
             raise ValueError(f"alpha must be positive and finite, got {concrete!r}")
         self.alpha = jnp.asarray(alpha, jnp.result_type(float))
@@ -155,7 +148,7 @@ class IndianBuffetProcess(Distribution):
         value = jnp.asarray(value)
         if value.ndim < 2 or value.shape[-2] != self.num_rows:
             raise ValueError(f"value must have shape (..., {self.num_rows}, K), got {value.shape}")
-        concrete = _concrete(value)
+        concrete = concrete_or_none(value)
         if concrete is not None and not np.all((concrete == 0) | (concrete == 1)):
             raise ValueError("value must be a binary (0/1) matrix")
         batch = jnp.broadcast_shapes(value.shape[:-2], self.batch_shape)
