@@ -478,6 +478,7 @@ def run(
 
     on_chunk = None
     if checkpoint_path is not None:
+
         def on_chunk(algorithm_now, states_now, steps_done):
             save_checkpoint(
                 checkpoint_path,

@@ -51,7 +51,7 @@ def map_draws(
     shapes = {v.shape[:2] for v in arrays.values()}
     if len(shapes) != 1 or any(v.ndim < 2 for v in arrays.values()):
         raise ValueError("every array of draws must lead with the same (chain, draw) axes")
-    (num_chains, num_draws), = shapes
+    ((num_chains, num_draws),) = shapes
     total = num_chains * num_draws
     flat = {k: v.reshape(total, *v.shape[2:]) for k, v in arrays.items()}
     batch_size = min(batch_size, total)

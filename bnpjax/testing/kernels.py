@@ -23,7 +23,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
 from bnpjax.infer.capacity import growable, pad_fields
