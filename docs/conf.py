@@ -100,13 +100,53 @@ def _title(text, char="="):
     return f"{text}\n{char * len(text)}\n"
 
 
-def _automodule(name, members=None, *, no_index=False):
-    lines = [f".. automodule:: {name}"]
-    if members is not None:
-        lines.append(f"   :members: {', '.join(members)}" if members else "   :no-members:")
+def _automodule(name, members=(), *, no_index=False):
+    """The module's docstring, then one autodoc directive per member, in the given order.
+
+    Members are listed one by one rather than through ``:members:``, so that exactly the
+    chosen names are documented (a package's face; a submodule's names the face lacks).
+    """
+    module = importlib.import_module(name)
+    lines = [f".. automodule:: {name}", "   :no-members:"]
     if no_index:
         lines.append("   :no-index:")
+    lines += ["", f".. currentmodule:: {name}", ""]
+    for member in members:
+        obj = getattr(module, member)
+        if inspect.isclass(obj):
+            directive = "autoclass"
+        elif callable(obj):
+            directive = "autofunction"
+        else:
+            # a constant: its ``#:`` comment, written out here, since autodoc reads comments
+            # only in the module that assigns it and otherwise prints the type's docstring
+            # (numpy's, for an array)
+            lines += [f".. py:data:: {member}"]
+            lines += ["   :no-index:"] if no_index else []
+            lines += [""] + [f"   {line}" for line in _attribute_doc(name, member)] + [""]
+            continue
+        lines.append(f".. {directive}:: {member}")
+        if no_index:
+            lines.append("   :no-index:")
+        lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def _attribute_doc(module_name, member):
+    """The lines of ``member``'s ``#:`` comment in ``module_name`` or in the module it is
+    imported from (a sibling submodule of a package); empty if it has none."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    module = importlib.import_module(module_name)
+    candidates = [module_name] + [f"{module_name}.{sub}" for sub in _submodules(module)]
+    for candidate in candidates:
+        try:
+            docs = ModuleAnalyzer.for_module(candidate).find_attr_docs()
+        except Exception:  # no source (an extension module)
+            continue
+        if ("", member) in docs:
+            return [line for line in docs["", member] if line.strip()]
+    return []
 
 
 def _submodules(package):
