@@ -165,7 +165,12 @@ def _write(path, text):
 
 def _members(module, recurse):
     """``{qualified name: object}`` of a package's face and of its public submodules."""
-    out = {module.__name__: {n: getattr(module, n) for n in _public_names(module) if hasattr(module, n)}}
+    face = {
+        n: getattr(module, n)
+        for n in _public_names(module)
+        if hasattr(module, n) and not inspect.ismodule(getattr(module, n))
+    }
+    out = {module.__name__: face}  # submodules in __all__ get their own section below
     for sub in _submodules(module) if recurse else []:
         mod = importlib.import_module(f"{module.__name__}.{sub}")
         out[mod.__name__] = {
