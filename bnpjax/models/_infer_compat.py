@@ -100,6 +100,9 @@ def posterior_arrays(draws, names) -> dict:
         if len({v.shape[1] for v in values}) != 1:
             raise ValueError("draws: runs pooled in a list must have the same number of draws")
         shape = np.max([v.shape for v in values], axis=0)
-        values = [np.pad(v, [(0, 0)] + [(0, s - d) for s, d in zip(shape[1:], v.shape[1:])]) for v in values]
+        values = [
+            np.pad(v, [(0, 0)] + [(0, s - d) for s, d in zip(shape[1:], v.shape[1:], strict=True)])
+            for v in values
+        ]
         out[n] = np.concatenate(values, axis=0)
     return out

@@ -16,22 +16,25 @@ densities. *JASA* 85, 398-409.
 """
 
 from bnpjax.models.linear_regression import geweke
-from bnpjax.models.linear_regression._deprecated import data_sample, prior_sample
+from bnpjax.models.linear_regression._deprecated import data_sample as data_sample
+from bnpjax.models.linear_regression._deprecated import prior_sample as prior_sample
 from bnpjax.models.linear_regression.conditionals import (
     log_joint,
     pointwise_log_likelihood,
     posterior_moments,
-    sample_beta,
-    tau_conditional,
 )
 from bnpjax.models.linear_regression.data import (
     LinearRegressionData,
     LinearRegressionHyper,
     LinearRegressionState,
-    NormalGammaPrior,
     make_data,
     make_hyper,
-    make_prior,
+)
+from bnpjax.models.linear_regression.data import (
+    NormalGammaPrior as NormalGammaPrior,
+)
+from bnpjax.models.linear_regression.data import (
+    make_prior as make_prior,
 )
 from bnpjax.models.linear_regression.gibbs import GibbsInfo, gibbs
 from bnpjax.models.linear_regression.predict import log_likelihood, predict
@@ -52,5 +55,5 @@ __all__ = [
     "predict",
 ]
 
-# deprecated names, still importable for one release (not in __all__)
-_DEPRECATED = ("NormalGammaPrior", "make_prior", "prior_sample", "data_sample")
+# Deprecated names, importable for one release (not in __all__): NormalGammaPrior, make_prior,
+# prior_sample, data_sample.

@@ -65,9 +65,7 @@ def _sample_gamma(key, shape, rate):
     return jax.random.gamma(key, shape, dtype=jnp.result_type(rate)) / rate
 
 
-def pointwise_log_likelihood(
-    data: LinearRegressionData, state: LinearRegressionState
-) -> jax.Array:
+def pointwise_log_likelihood(data: LinearRegressionData, state: LinearRegressionState) -> jax.Array:
     """``log N(y_i | x_i beta, 1/tau)`` for the observed entries, shape (n_obs,)."""
     X = data.X[data.observed]
     y = data.y[data.observed]
