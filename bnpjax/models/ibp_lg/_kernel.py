@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
-from bnpjax.models._infer_compat import check_integer, growable, is_positive_finite, pad_fields
+from bnpjax.infer.capacity import growable, pad_fields
+from bnpjax.infer.checks import check_integer, is_positive_finite
 from bnpjax.models.ibp_lg.conditionals import entry_log_likelihood, sample_A
 from bnpjax.models.ibp_lg.data import IBPLGData, IBPLGHyper, IBPLGState, make_hyper
 

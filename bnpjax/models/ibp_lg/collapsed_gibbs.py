@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve
 
 from bnpjax.infer.base import SamplingAlgorithm
-from bnpjax.models._infer_compat import check_integer
+from bnpjax.infer.checks import check_integer
 from bnpjax.models.ibp_lg._kernel import FROM_HYPER, build_algorithm, init, resolve
 from bnpjax.models.ibp_lg.conditionals import (
     _info,

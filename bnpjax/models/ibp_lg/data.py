@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.models._infer_compat import is_positive_finite, renamed_arguments
+from bnpjax.infer.checks import is_positive_finite, renamed_arguments
 
 __all__ = ["IBPLGData", "IBPLGHyper", "IBPLGInfo", "IBPLGState", "make_data", "make_hyper"]
 

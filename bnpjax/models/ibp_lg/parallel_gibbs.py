@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from bnpjax.infer.base import SamplingAlgorithm
-from bnpjax.models._infer_compat import check_integer
+from bnpjax.infer.checks import check_integer
 from bnpjax.models.ibp_lg._kernel import FROM_HYPER, build_algorithm, init, resolve
 from bnpjax.models.ibp_lg.conditionals import (
     _info,

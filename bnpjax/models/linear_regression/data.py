@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.models._infer_compat import check_integer, deprecated_alias, is_positive_finite
+from bnpjax.infer.checks import check_integer, deprecated_alias, is_positive_finite
 
 __all__ = [
     "LinearRegressionData",

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
-from bnpjax.models._infer_compat import renamed_arguments
+from bnpjax.infer.checks import renamed_arguments
 from bnpjax.models.linear_regression.conditionals import (
     _conditional_pieces,
     _sample_gamma,
