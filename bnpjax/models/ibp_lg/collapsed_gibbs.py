@@ -28,13 +28,7 @@ from jax.scipy.linalg import cho_solve
 from bnpjax.infer.base import SamplingAlgorithm
 from bnpjax.infer.checks import check_integer
 from bnpjax.models.ibp_lg._kernel import FROM_HYPER, build_algorithm, init, resolve
-from bnpjax.models.ibp_lg.conditionals import (
-    _info,
-    hyper_updates,
-    new_feature_log_weights,
-    posterior_A,
-    sample_A,
-)
+from bnpjax.models.ibp_lg.conditionals import finish_sweep, new_feature_log_weights, posterior_A
 from bnpjax.models.ibp_lg.data import IBPLGData, IBPLGHyper
 from bnpjax.priors import ibp
 
@@ -112,9 +106,10 @@ def _collapsed_row(carry, xs, *, X, N, D, ratio, sigma_x2, sigma_a2, alpha, kapp
     return (Z, m_minus + z, Minv, mu, exceeded | (short > 0), jnp.maximum(shortfall, short)), None
 
 
-def _collapsed_step(data, hyper, key, state, *, kappa, flags):
-    key_rows, key_A, key_rest = jax.random.split(key, 3)
-    N, D = data.X.shape
+def _sweep_Z(key, state, *, kappa):
+    """The rows of ``Z`` in sequence with ``A`` integrated out: the new ``Z``, whether the
+    buffer was too small, and by how much."""
+    N, D = state.X.shape
     sigma_x2, sigma_a2 = state.sigma_x**2, state.sigma_a**2
     ratio = sigma_x2 / sigma_a2
     chol, mu = posterior_A(state.Z, state.X, ratio)
@@ -132,15 +127,18 @@ def _collapsed_step(data, hyper, key, state, *, kappa, flags):
     )
     init = (state.Z, state.Z.sum(0), Minv, mu, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
     # all random numbers of the sweep drawn up front, outside the sequential loops
-    key_flips, key_new = jax.random.split(key_rows)
+    key_flips, key_new = jax.random.split(key)
     uniforms = jax.random.uniform(key_flips, state.Z.shape, state.Z.dtype)
     gumbels = jax.random.gumbel(key_new, (N, kappa + 1), state.Z.dtype)
     xs = (jnp.arange(N), uniforms, gumbels)
     (Z, _, _, _, exceeded, shortfall), _ = jax.lax.scan(row, init, xs)
-    A = sample_A(key_A, Z, state.X, state.sigma_x, state.sigma_a)
-    new = hyper_updates(key_rest, data, hyper, Z, A, state, flags)
-    needed = jnp.sum(Z.sum(0) > 0) + shortfall
-    return new, _info(data, hyper, new, flags, exceeded, needed)
+    return Z, exceeded, shortfall
+
+
+def _collapsed_step(data, hyper, key, state, *, kappa, flags):
+    key_rows, key_A, key_rest = jax.random.split(key, 3)
+    Z, exceeded, shortfall = _sweep_Z(key_rows, state, kappa=kappa)
+    return finish_sweep((key_A, key_rest), data, hyper, state, Z, exceeded, shortfall, flags)
 
 
 def build_step(*, kappa: int = 10, sample_alpha=True, sample_sigma_x=True, sample_sigma_a=True):

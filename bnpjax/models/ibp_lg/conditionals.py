@@ -23,6 +23,7 @@ from bnpjax.priors import ibp
 
 __all__ = [
     "entry_log_likelihood",
+    "finish_sweep",
     "hyper_updates",
     "log_joint",
     "new_feature_log_weights",
@@ -125,6 +126,16 @@ def _info(data, hyper, state, flags, exceeded, needed):
         capacity_exceeded=exceeded,
         capacity_needed=needed.astype(jnp.int32),
     )
+
+
+def finish_sweep(keys, data, hyper, state, Z, exceeded, shortfall, flags):
+    """The end of a sweep of either sampler, given its new ``Z``: ``A | Z, X``, then
+    :func:`hyper_updates`, and the step's info (``keys``: the keys of the two draws)."""
+    key_A, key_rest = keys
+    A = sample_A(key_A, Z, state.X, state.sigma_x, state.sigma_a)
+    new = hyper_updates(key_rest, data, hyper, Z, A, state, flags)
+    needed = jnp.sum(Z.sum(0) > 0) + shortfall
+    return new, _info(data, hyper, new, flags, exceeded, needed)
 
 
 def new_feature_log_weights(alpha, rate_rows, kappa, rss, base_var, sigma_a2, D):

@@ -24,12 +24,7 @@ import jax.numpy as jnp
 from bnpjax.infer.base import SamplingAlgorithm
 from bnpjax.infer.checks import check_integer
 from bnpjax.models.ibp_lg._kernel import FROM_HYPER, build_algorithm, init, resolve
-from bnpjax.models.ibp_lg.conditionals import (
-    _info,
-    hyper_updates,
-    new_feature_log_weights,
-    sample_A,
-)
+from bnpjax.models.ibp_lg.conditionals import finish_sweep, new_feature_log_weights
 from bnpjax.models.ibp_lg.data import IBPLGData, IBPLGHyper
 from bnpjax.ops import sample_categorical
 from bnpjax.priors import ibp
@@ -37,9 +32,11 @@ from bnpjax.priors import ibp
 __all__ = ["build_step", "init", "parallel_gibbs"]
 
 
-def _parallel_step(data, hyper, key, state, *, kappa, flags):
-    key_order, key_cols, key_new, key_A, key_rest = jax.random.split(key, 5)
-    N, D = data.X.shape
+def _sweep_Z(keys, state, *, kappa):
+    """Every instantiated column for all rows at once, then every row's singletons at once:
+    the new ``Z``, whether the buffer was too small, and by how much."""
+    key_order, key_cols, key_new = keys
+    N, D = state.X.shape
     Z, A, X = state.Z, state.A, state.X
     sigma_x2, sigma_a2 = state.sigma_x**2, state.sigma_a**2
     order = ibp.active_column_order(key_order, Z)
@@ -72,11 +69,13 @@ def _parallel_step(data, hyper, key, state, *, kappa, flags):
     free = Z.sum(0) < 0.5
     owned, shortfall = ibp.place_new_features(free, k_new)
     Z = Z + owned.astype(Z.dtype)
+    return Z, shortfall > 0, shortfall
 
-    A = sample_A(key_A, Z, X, state.sigma_x, state.sigma_a)
-    new = hyper_updates(key_rest, data, hyper, Z, A, state, flags)
-    needed = jnp.sum(Z.sum(0) > 0) + shortfall
-    return new, _info(data, hyper, new, flags, shortfall > 0, needed)
+
+def _parallel_step(data, hyper, key, state, *, kappa, flags):
+    key_order, key_cols, key_new, key_A, key_rest = jax.random.split(key, 5)
+    Z, exceeded, shortfall = _sweep_Z((key_order, key_cols, key_new), state, kappa=kappa)
+    return finish_sweep((key_A, key_rest), data, hyper, state, Z, exceeded, shortfall, flags)
 
 
 def build_step(*, kappa: int = 10, sample_alpha=True, sample_sigma_x=True, sample_sigma_a=True):

@@ -111,13 +111,14 @@ def predict(draws, data: IBPLGData, test=None, *, key=None) -> np.ndarray:
     observed = target.observed
     if key is not None:
         chain, draw = arrays["sigma_x"].shape[:2]
-        arrays["key"] = jax.random.split(key, chain * draw).reshape(chain, draw)
+        arrays["index"] = np.arange(chain * draw).reshape(chain, draw)
 
     def one(d):
         mean = (d["Z"].astype(d["A"].dtype) @ d["A"]).reshape(-1)[observed]
         if key is None:
             return mean
-        return mean + d["sigma_x"] * jax.random.normal(d["key"], mean.shape, mean.dtype)
+        noise = jax.random.normal(jax.random.fold_in(key, d["index"]), mean.shape, mean.dtype)
+        return mean + d["sigma_x"] * noise
 
     return map_draws(one, arrays)
 

@@ -64,11 +64,10 @@ def predict(draws, data: LinearRegressionData, test: LinearRegressionData, *, ke
     if key is None:
         return map_draws(lambda d: X @ d["beta"], arrays)
     chain, draw = arrays["tau"].shape[:2]
-    keys = jax.random.split(key, chain * draw).reshape(chain, draw)
-    arrays = {**arrays, "key": keys}
+    arrays = {**arrays, "index": np.arange(chain * draw).reshape(chain, draw)}
 
     def sample(d):
-        noise = jax.random.normal(d["key"], (X.shape[0],), X.dtype)
+        noise = jax.random.normal(jax.random.fold_in(key, d["index"]), (X.shape[0],), X.dtype)
         return X @ d["beta"] + noise * jax.lax.rsqrt(d["tau"])
 
     return map_draws(sample, arrays)
