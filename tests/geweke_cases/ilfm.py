@@ -6,13 +6,14 @@ same log-likelihood the MH ratio uses, so the moves and the likelihoods do not i
 that, and two cases cover both moves, both likelihoods and the covariate terms.
 """
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.base import bind
 from bnpjax.models import ilfm
-from bnpjax.models.ilfm import gibbs as ilfm_gibbs
-from bnpjax.models.ilfm.joint import _logits, _offset
+from bnpjax.models.ilfm.gibbs import _step
+from bnpjax.models.ilfm.joint import _logits, _offset, per_relation
 from bnpjax.testing import GewekeCase
 
 N, R, CAPACITY = 5, 2, 24
@@ -39,6 +40,12 @@ def statistics(state, data):
     }
 
 
+def single_statistics(state, data):
+    """:func:`statistics` of every relation's model (``mode="single"``), summed."""
+    per_model = jax.vmap(statistics)(state, per_relation(data))
+    return {name: jnp.sum(value) for name, value in per_model.items()}
+
+
 def _data(covariates):
     rng = np.random.default_rng(0)
     extra = {}
@@ -58,7 +65,7 @@ def broken_gibbs(data, hyper, **settings):
     algorithm = ilfm.gibbs(data, hyper, **settings)
     moves = {k: settings[k] for k in ("kappa", "num_leapfrog", "weights", "likelihood")}
     step = bind(
-        ilfm_gibbs._step, data, hyper, mode="global", adapt=False,
+        _step, data, hyper, mode="global", adapt=False,
         new_feature_rate=_rate_alpha, **moves,
     )  # fmt: skip
     return algorithm._replace(step=step)
@@ -100,5 +107,17 @@ CASES = [
         num_marginal=20_000,
         num_successive=4_000,
         seed=3,
+    ),
+    GewekeCase(  # one model per relation: the same step vmap-ed over relations
+        name="ilfm.gibbs.single",
+        module=ilfm.geweke,
+        factory=ilfm.gibbs,
+        data=_data(covariates=False),
+        hyper=HYPER,
+        settings={**_settings("hmc", "logit"), "mode": "single"},
+        statistics=single_statistics,
+        num_marginal=20_000,
+        num_successive=4_000,
+        seed=4,
     ),
 ]
