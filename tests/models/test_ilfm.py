@@ -232,3 +232,16 @@ def test_old_names_still_work_and_warn():
     with pytest.warns(FutureWarning, match="geweke"):
         ilfm.data_sample(jax.random.key(2), prior, data)
     assert ilfm.LINKS == ilfm.LIKELIHOODS
+
+
+def test_levels_match_the_factory():
+    """init and build_step are the factory's kernel, one level down (BlackJAX's shape)."""
+    Y = _planted(8, num_entities=6, num_relations=2)
+    data, hyper = ilfm.make_data(Y), ilfm.make_hyper()
+    algorithm = ilfm.gibbs(data, hyper, capacity=4, num_leapfrog=2)
+    state = ilfm.init(jax.random.key(0), data, hyper, capacity=4)
+    jax.tree.map(np.testing.assert_array_equal, state, algorithm.init(jax.random.key(0)))
+    step = ilfm.build_step(num_leapfrog=2)
+    new, info = step(jax.random.key(1), state, data, hyper)
+    expected, expected_info = algorithm.step(jax.random.key(1), state)
+    jax.tree.map(np.testing.assert_allclose, (new, info), (expected, expected_info))

@@ -21,7 +21,7 @@ review. JMLR 12, 1185-1224.
 """
 
 from bnpjax.models.ilfm import geweke
-from bnpjax.models.ilfm._deprecated import (
+from bnpjax.models.ilfm._deprecated import (  # noqa: F401 (deprecated names, kept for one release)
     data_sample,
     link_probabilities,
     posterior_link_probabilities,
@@ -57,14 +57,3 @@ __all__ = [
     "make_hyper",
     "predict",
 ]
-
-# deprecated names (one release): posterior_link_probabilities, link_probabilities,
-# single_link_probabilities, prior_sample, data_sample, LINKS
-_DEPRECATED = (
-    data_sample,
-    link_probabilities,
-    posterior_link_probabilities,
-    prior_sample,
-    single_link_probabilities,
-    LINKS,
-)
