@@ -56,7 +56,7 @@ def _data(covariates):
 
 def _rate_alpha(alpha, num_entities):
     """The slip in Miller et al.'s algorithm box: Poisson(alpha) new features per entity; the
-    right rate is alpha / N (Griffiths and Ghahramani 2011, Section 3.3)."""
+    right rate is alpha / N (Griffiths and Ghahramani 2011, the Gibbs sampler)."""
     return alpha
 
 

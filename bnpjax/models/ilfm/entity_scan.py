@@ -13,9 +13,9 @@ the likelihood ratio of the links of ``i``.
 References
 ----------
 Miller, K. T., Griffiths, T. L. and Jordan, M. I. (2009). Nonparametric latent feature models
-for link prediction. NeurIPS 22, Section 3.
+for link prediction. NeurIPS 22 (the MCMC inference procedure).
 Griffiths, T. L. and Ghahramani, Z. (2011). The Indian buffet process: an introduction and
-review. JMLR 12, Section 3.3 (new features at rate alpha / N per entity).
+review. JMLR 12, 1185-1224 (the Gibbs sampler: new features at rate alpha / N per object).
 """
 
 from __future__ import annotations

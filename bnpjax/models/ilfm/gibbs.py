@@ -11,7 +11,7 @@ the same step ``vmap``-ed over relations.
 References
 ----------
 Miller, K. T., Griffiths, T. L. and Jordan, M. I. (2009). Nonparametric latent feature models
-for link prediction. NeurIPS 22, Section 3.
+for link prediction. NeurIPS 22 (the MCMC inference procedure).
 Griffiths, T. L. and Ghahramani, Z. (2011). The Indian buffet process: an introduction and
 review. JMLR 12, 1185-1224 (the conjugate update of alpha).
 """
@@ -366,7 +366,7 @@ def gibbs(
     References
     ----------
     Miller, K. T., Griffiths, T. L. and Jordan, M. I. (2009). Nonparametric latent feature
-    models for link prediction. NeurIPS 22, Section 3.
+    models for link prediction. NeurIPS 22 (the MCMC inference procedure).
     """
     _check_settings(mode, likelihood, weights, init_strategy)
     if not isinstance(data, ILFMData):

@@ -7,7 +7,7 @@ Unobserved entries are masked out, never read as zeros.
 References
 ----------
 Miller, K. T., Griffiths, T. L. and Jordan, M. I. (2009). Nonparametric latent feature models
-for link prediction. NeurIPS 22 (the model, Section 2).
+for link prediction. NeurIPS 22 (the model).
 """
 
 from __future__ import annotations
@@ -107,9 +107,9 @@ def log_joint(
 
     References
     ----------
-    Miller, Griffiths and Jordan (2009), the posterior of Section 3; Griffiths, T. L. and
+    Miller, Griffiths and Jordan (2009), the posterior; Griffiths, T. L. and
     Ghahramani, Z. (2011). The Indian buffet process: an introduction and review. JMLR 12,
-    eq. 14 (the probability of ``[F]``).
+    the probability of the equivalence class ``[F]``.
     """
     active = state.F.sum(0) > 0
     pair = (active[:, None] & active[None, :]).astype(state.W.dtype)

@@ -8,7 +8,7 @@ computed from); :func:`log_likelihood` gives pointwise log densities per draw fo
 References
 ----------
 Miller, K. T., Griffiths, T. L. and Jordan, M. I. (2009). Nonparametric latent feature models
-for link prediction. NeurIPS 22, Section 4 (held-out link prediction).
+for link prediction. NeurIPS 22 (held-out link prediction).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ References
 Neal, R. M. (2011). MCMC using Hamiltonian dynamics. Handbook of Markov Chain Monte Carlo,
 ch. 5.
 Miller, K. T., Griffiths, T. L. and Jordan, M. I. (2009). Nonparametric latent feature models
-for link prediction. NeurIPS 22, Section 3 (the random-walk weight move).
+for link prediction. NeurIPS 22 (the random-walk weight move).
 """
 
 from __future__ import annotations
