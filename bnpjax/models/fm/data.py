@@ -65,8 +65,9 @@ class FMHyper(NamedTuple):
 
 class FMState(NamedTuple):
     r"""One state of the chain: the FM parameters ``b, w, V`` of
-    :math:`\hat y(x) = b + \sum_i w_i x_i + \sum_{i<j} \langle v_i, v_j\rangle x_i x_j`, the noise variance, the per-group hyperparameters ``mu_w, var_w`` (G,)
-    and ``mu_v, var_v`` (G, K) of the priors of ``w`` and ``V``, and the ordinal cutpoints
+    :math:`\hat y(x) = b + \sum_i w_i x_i + \sum_{i<j} \langle v_i, v_j\rangle x_i x_j`,
+    the noise variance, the per-group hyperparameters ``mu_w, var_w`` (G,) and
+    ``mu_v, var_v`` (G, K) of the priors of ``w`` and ``V``, and the ordinal cutpoints
     :math:`c_0 < \dots < c_{L-2}` (empty for the other likelihoods)."""
 
     b: jax.Array  # ()

@@ -44,6 +44,7 @@ from bnpjax.models.fm.layout import RelationBlock, relation_design, relation_wid
 
 __all__ = ["FMClassifier", "FMOrdinal", "FMRegressor", "RelationBlock"]
 
+
 class _BayesianFM:
     likelihood = "gaussian"
 
@@ -171,9 +172,7 @@ class _BayesianFM:
             )
         relations, offset = [], self.n_columns_
         for position, (block, width) in enumerate(zip(X_rel, widths, strict=True)):
-            relations.append(
-                relation_design(block, num_rows, offset=offset, position=position)
-            )
+            relations.append(relation_design(block, num_rows, offset=offset, position=position))
             offset += width
         return tuple(relations)
 

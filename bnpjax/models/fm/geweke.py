@@ -68,7 +68,7 @@ def _prior_draw(key, hyper, group, num_groups, rank, likelihood, num_levels, fit
 
 
 def prior_sample(
-    key, data, hyper: FMHyper | None = None, *legacy, rank: int = 10,
+    key, data: FMData, hyper: FMHyper | None = None, *, rank: int = 10,
     likelihood: str = "gaussian", num_levels: int | None = None, fit_w0: bool = True,
     fit_linear: bool = True, **unused,
 ) -> FMState:  # fmt: skip
@@ -92,22 +92,10 @@ def prior_sample(
     FMState
     """
     if not isinstance(data, FMData):
-        # the old signature prior_sample(key, num_features, rank, hyper, *, num_groups, group,
-        # likelihood, num_levels, fit_w0, fit_linear)
-        warnings.warn(
-            "prior_sample(key, num_features, rank, hyper, ...) is deprecated: use "
-            "prior_sample(key, data, hyper, rank=..., likelihood=...)",
-            FutureWarning,
-            stacklevel=2,
+        raise ValueError(
+            "data must come from bnpjax.models.fm.make_data (the old prior_sample(key, "
+            "num_features, rank, hyper, ...) is prior_sample(key, data, hyper, rank=...))"
         )
-        num_features, old_rank, old_hyper = data, hyper, legacy[0]
-        group = unused.pop("group", None)
-        num_groups = unused.pop("num_groups", 1)
-        group = jnp.zeros(num_features, jnp.int32) if group is None else jnp.asarray(group)
-        return _prior_draw(
-            key, old_hyper, group, num_groups, old_rank, likelihood, num_levels or 0, fit_w0,
-            fit_linear,
-        )  # fmt: skip
     _check_ignored(unused, "prior_sample")
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")

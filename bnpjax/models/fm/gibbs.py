@@ -20,10 +20,9 @@ machines. NIPS Workshop on Sparse Representation and Low-rank Approximation.
 
 from __future__ import annotations
 
-import numpy as np
-
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
 from bnpjax.infer.checks import check_integer, renamed_arguments

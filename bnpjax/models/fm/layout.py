@@ -87,7 +87,6 @@ class FMRelation(NamedTuple):
     chunks: tuple[FMChunks, ...]
 
 
-
 def to_coo(X, name: str = "X", *, allow_no_columns: bool = False):
     """Validate a design matrix (``scipy.sparse`` of any format or a dense 2-D array) and
     return its nonzero entries ``(rows, cols, values, shape)`` in row-major order. A design
@@ -265,10 +264,10 @@ def _relation_entries(block, num_rows: int, position: int, *, offset: int):
 
 def _pack_chunks(rows, cols, values, num_block_rows, offset, width, num_features, dtype):
     """Cut a relation block's features into chunks of conditionally independent features
-    (any subset of a colour is one): colour them by shared block rows, split each colour greedily (features
-    by decreasing degree) into chunks of at most ``max(largest degree, 16)`` entries and 64
-    features, and pad the chunks to power-of-two sizes, one ``FMChunks`` per (entries,
-    features) size."""
+    (any subset of a colour is one): colour them by shared block rows, split each colour
+    greedily (features by decreasing degree) into chunks of at most
+    ``max(largest degree, 16)`` entries and 64 features, and pad the chunks to power-of-two
+    sizes, one ``FMChunks`` per (entries, features) size."""
     local = cols - offset
     colour = colour_features(rows, local, num_block_rows, width)
     degree = np.bincount(local, minlength=width)
@@ -360,5 +359,3 @@ def relation_widths(X_rel) -> list[int]:
             raise ValueError(f"X_rel[{position}] must be a RelationBlock(original_to_block, data)")
         widths.append(int(np.shape(matrix)[1]))
     return widths
-
-

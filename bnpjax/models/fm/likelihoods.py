@@ -80,5 +80,3 @@ def _log_likelihood_terms(y, yhat, noise_var, cutpoints, likelihood):
         return -0.5 * (_LOG_2PI + jnp.log(noise_var) + (y - yhat) ** 2 / noise_var)
     lower, upper = _bounds(y, cutpoints, likelihood)
     return _interval_log_prob(lower - yhat, upper - yhat)
-
-

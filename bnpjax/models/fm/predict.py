@@ -15,6 +15,7 @@ import numpy as np
 from jax.scipy.special import ndtr
 
 from bnpjax.infer.arviz_adapter import pooled_draws
+from bnpjax.infer.base import bind
 from bnpjax.infer.predictive import map_draws
 from bnpjax.models.fm.conditionals import _predict_coo, _predict_parts
 from bnpjax.models.fm.data import LIKELIHOODS, FMData, FMState
@@ -75,9 +76,26 @@ def _check(design, name: str, num_features: int) -> FMData:
     return design
 
 
+def _predict_one(test, draw, *, output, likelihood):
+    yhat, _ = _predict_parts(test, draw["b"], draw["w"], draw["V"])
+    if output == "latent":
+        return yhat
+    if likelihood == "probit":
+        return ndtr(yhat)
+    upper = jnp.concatenate([draw["cutpoints"], jnp.full((1,), jnp.inf, yhat.dtype)])
+    return jnp.diff(ndtr(upper[None, :] - yhat[:, None]), axis=1, prepend=0.0)
+
+
+def _log_likelihood_one(target, draw, *, likelihood):
+    yhat, _ = _predict_parts(target, draw["b"], draw["w"], draw["V"])
+    noise_var = draw.get("noise_var", jnp.ones((), yhat.dtype))
+    cutpoints = draw.get("cutpoints", jnp.zeros((0,), yhat.dtype))
+    return _log_likelihood_terms(target.y, yhat, noise_var, cutpoints, likelihood)
+
+
 def predict(
-    draws, data: FMData, test: FMData, *legacy, output: str = "latent", likelihood: str | None = None,
-    batch_size: int | None = None,
+    draws, data: FMData, test: FMData, *legacy, output: str = "latent",
+    likelihood: str | None = None, batch_size: int = 64,
 ) -> np.ndarray:  # fmt: skip
     """Predictions for the rows of ``test`` from every draw.
 
@@ -95,7 +113,7 @@ def predict(
         levels).
     likelihood : str, optional
         the fit's likelihood (default: read from the variables of ``draws``).
-    batch_size : int, optional
+    batch_size : int
         draws evaluated at once (:func:`bnpjax.infer.predictive.map_draws`).
 
     Returns
@@ -121,21 +139,13 @@ def predict(
     if output == "probability" and likelihood == "gaussian":
         raise ValueError("output 'probability' needs a probit or ordinal fit")
 
-    def one(draw):
-        yhat, _ = _predict_parts(test, draw["b"], draw["w"], draw["V"])
-        if output == "latent":
-            return yhat
-        if likelihood == "probit":
-            return ndtr(yhat)
-        upper = jnp.concatenate([draw["cutpoints"], jnp.full((1,), jnp.inf, yhat.dtype)])
-        return jnp.diff(ndtr(upper[None, :] - yhat[:, None]), axis=1, prepend=0.0)
-
+    one = bind(_predict_one, test, output=output, likelihood=likelihood)
     return np.asarray(map_draws(one, posterior, batch_size=batch_size))
 
 
 def log_likelihood(
     draws, data: FMData, test: FMData | None = None, *, likelihood: str | None = None,
-    batch_size: int | None = None,
+    batch_size: int = 64,
 ) -> np.ndarray:  # fmt: skip
     """Pointwise ``log p(y_d | draw)`` of the training targets (``test`` None) or of the
     held-out targets of ``test``.
@@ -150,7 +160,7 @@ def log_likelihood(
         held-out design and targets.
     likelihood : str, optional
         the fit's likelihood (default: read from the variables of ``draws``).
-    batch_size : int, optional
+    batch_size : int
         draws evaluated at once.
 
     Returns
@@ -177,10 +187,5 @@ def log_likelihood(
     data = _check(data, "data", num_features)
     target = data if test is None else _check(test, "test", num_features)
 
-    def one(draw):
-        yhat, _ = _predict_parts(target, draw["b"], draw["w"], draw["V"])
-        noise_var = draw.get("noise_var", jnp.ones((), yhat.dtype))
-        cutpoints = draw.get("cutpoints", jnp.zeros((0,), yhat.dtype))
-        return _log_likelihood_terms(target.y, yhat, noise_var, cutpoints, likelihood)
-
+    one = bind(_log_likelihood_one, target, likelihood=likelihood)
     return np.asarray(map_draws(one, posterior, batch_size=batch_size))
