@@ -14,6 +14,8 @@ the right spread, and a relation sweep without the sum of ``r r'`` in its block-
 (the precision's last term).
 """
 
+import importlib
+
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
@@ -21,7 +23,6 @@ import scipy.sparse as sp
 from bnpjax.infer.base import bind
 from bnpjax.models import fm
 from bnpjax.models.fm import geweke
-from bnpjax.models.fm import gibbs as fm_gibbs
 from bnpjax.models.fm.conditionals import _block_row_sums, _joint_block, _predict_parts
 from bnpjax.testing import GewekeCase
 
@@ -29,6 +30,8 @@ from bnpjax.testing import GewekeCase
 HYPER = fm.make_hyper(alpha_0=20.0, beta_0=18.0, gamma_0=2.0, mu_0=0.0, reg_0=1.0,
                       cutpoint_scale=1.0)  # fmt: skip
 GROUPS = [4, 5]
+# the module (``bnpjax.models.fm.gibbs`` as an attribute is the factory function)
+fm_gibbs = importlib.import_module("bnpjax.models.fm.gibbs")
 SIZES = dict(num_marginal=20_000, num_successive=5_000, num_chains=16)
 
 
