@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.base import SamplingAlgorithm
+from bnpjax.infer.checks import check_integer
 
 __all__ = [
     "GewekeCase",
@@ -150,8 +151,7 @@ def geweke_test(
         ("burn_in", burn_in, 0),
         ("steps_per_iteration", steps_per_iteration, 1),
     ):
-        if not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        check_integer(value, name, minimum)
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     refresh = refresh if refresh is not None else (lambda data, state: state)
