@@ -280,9 +280,7 @@ def make_hyper(
     ):
         check_positive(value, name)
     dtype = jnp.result_type(float)
-    return M3FHyper(
-        *(jnp.asarray(x, dtype) for x in (C, sigma_u, sigma_v, rho, varsigma, sigma_b))
-    )
+    return M3FHyper(*(jnp.asarray(x, dtype) for x in (C, sigma_u, sigma_v, rho, varsigma, sigma_b)))
 
 
 # --------------------------------------------------------------------------------------------

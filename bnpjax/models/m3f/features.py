@@ -36,9 +36,9 @@ __all__ = ["FEATURE_STEPS", "new_feature_log_weights"]
 
 
 def new_feature_log_weights(b, xi_res, valid, sigma, alpha, num_users, kappa: int):
-    """Unnormalized ``log p(k_i = k | rest)``, ``k = 0..kappa`` (Xu, Zhu & Zhang 2013): the
-    truncated Poisson(alpha/N) prior plus, per rated item, ``-k/2 log sigma^2 - 1/2 log|P_k|
-    + xi'^2/2 1^T P_k^{-1} 1`` with ``P_k = I/sigma^2 + b 1 1^T`` (Xu, Zhu & Zhang 2013, eqs. 29, 31, 33)."""
+    """Unnormalized ``log p(k_i = k | rest)``, ``k = 0..kappa``: the truncated
+    Poisson(alpha/N) prior plus, per rated item, ``-k/2 log sigma^2 - 1/2 log|P_k| + xi'^2/2
+    1^T P_k^{-1} 1`` with ``P_k = I/sigma^2 + b 1 1^T`` (Xu, Zhu & Zhang 2013, eqs. 29-33)."""
     per_pair = _new_feature_pair_terms(b, xi_res, sigma, kappa)
     loglik = jnp.sum(jnp.where(valid[:, None], per_pair, 0.0), axis=0)
     return ibp.new_feature_log_prior(alpha, num_users, kappa).astype(b.dtype) + loglik
@@ -232,5 +232,3 @@ def _sequential_features(key, data, b, xi, Z, V, alpha, sigma, kappa):
         carry, _ = jax.lax.scan(user, carry, (bucket.ids, bucket.pairs, keys))
     Z, V, _, exceeded, needed = carry
     return Z, V, exceeded, needed
-
-

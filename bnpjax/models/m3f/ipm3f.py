@@ -225,8 +225,9 @@ def _init(
     return IPM3FState(Z, V, theta, omega, jnp.asarray(alpha, dtype), hyper.sigma_v.astype(dtype))
 
 
-def _ipm3f_trace(data, hyper, test, state, info, *, keep_factors, fixed_items=False,
-                 log_likelihood=True):
+def _ipm3f_trace(
+    data, hyper, test, state, info, *, keep_factors, fixed_items=False, log_likelihood=True
+):
     posterior = {"num_features": info.num_features, "theta": state.theta}
     if not fixed_items:
         posterior.update(alpha=state.alpha, sigma_v=state.sigma_v)
@@ -237,8 +238,9 @@ def _ipm3f_trace(data, hyper, test, state, info, *, keep_factors, fixed_items=Fa
     return _trace(data, hyper, test, state.Z, state.V, state.theta, info, posterior, log_likelihood)
 
 
-def _settings(alpha, kappa, capacity, num_init_features, alpha_prior, feature_step,
-              weight_precision_prior):
+def _settings(
+    alpha, kappa, capacity, num_init_features, alpha_prior, feature_step, weight_precision_prior
+):
     """Validate the settings of the growing-buffer sampler."""
     kappa = check_integer(kappa, "kappa")
     capacity = check_integer(capacity, "capacity")
@@ -519,13 +521,13 @@ def ipm3f_gibbs(
 
     ``Z ~ IBP(alpha)``, at most ``kappa`` new features per user per sweep (the authors'
     truncation), a feature buffer of ``capacity`` columns grown by the driver.
-    ``hyper.sigma_v`` is the weight sd :math:`\sigma`.
+    ``hyper.sigma_v`` is the weight sd :math:`\\sigma`.
 
     Strong generalization: ``item_factors=V``, ``feature_counts=m`` and
     ``num_reference_users=R`` hold the item side at a draw of a run on R other users, of whom
     :math:`m_k` hold feature k, and fit this data's users as new customers of that buffet:
-    :math:`z_{ik} \mid \pi_k \sim \mathrm{Bernoulli}(\pi_k)`, :math:`\pi_k \sim
-    \mathrm{Beta}(m_k, R - m_k + 1)`. The sweep is then :math:`\lambda`, :math:`\theta`
+    :math:`z_{ik} \\mid \\pi_k \\sim \\mathrm{Bernoulli}(\\pi_k)`, :math:`\\pi_k \\sim
+    \\mathrm{Beta}(m_k, R - m_k + 1)`. The sweep is then :math:`\\lambda`, :math:`\theta`
     and every column for all users at once; ``alpha``, ``kappa`` and the weight scale play no
     part and ``V`` is never traced.
 
@@ -546,13 +548,13 @@ def ipm3f_gibbs(
         As in :func:`bnpjax.models.m3f.gibbs`.
     alpha_prior : tuple of float, optional
         ``(a, b)``: a Gamma(a, rate b) hyperprior on alpha, drawn each sweep from
-        :math:`\mathrm{Gamma}(a + K_+, b + H_N)`.
+        :math:`\\mathrm{Gamma}(a + K_+, b + H_N)`.
     feature_step : {"sequential", "parallel"}
         The authors' user-by-user step, or the row-parallel one (columns for all users at
         once; suits a GPU).
     weight_precision_prior : tuple of float, optional
-        ``(a, b)``: a Gamma(a, rate b) hyperprior on :math:`1/\sigma^2`, drawn each sweep from
-        :math:`\mathrm{Gamma}(a + M K_+/2, b + \sum V_{jk}^2/2)` over the active weights.
+        ``(a, b)``: a Gamma(a, rate b) hyperprior on :math:`1/\\sigma^2`, drawn each sweep from
+        :math:`\\mathrm{Gamma}(a + M K_+/2, b + \\sum V_{jk}^2/2)` over the active weights.
     item_factors, feature_counts, num_reference_users
         The fixed item side (strong generalization), all three or none.
 

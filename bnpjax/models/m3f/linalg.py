@@ -251,4 +251,3 @@ def _gaussian_rows_chunked(noise, other, other_ids, b, xi, buckets, sigma, out):
         return draws.at[e].set(draw, mode="drop"), means.at[e].set(mean, mode="drop")
 
     return jax.lax.fori_loop(0, num_chunks, chunk, (out, out))
-
