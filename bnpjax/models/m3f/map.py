@@ -28,7 +28,7 @@ from bnpjax.models.m3f.conditionals import _scores
 from bnpjax.models.m3f.data import M3FData, _sizes
 from bnpjax.models.m3f.gibbs import _fixed_items
 
-__all__ = ["MAPInfo", "MAPState", "fit_map", "map_estimate"]
+__all__ = ["MAPInfo", "MAPState", "build_step", "fit_map", "init", "map_estimate"]
 
 
 class MAPState(NamedTuple):
@@ -99,6 +99,56 @@ def _step(data, fixed_V, reg, key, state):
 def _trace(fixed_V, state):
     p = state.params
     return {"posterior": {"U": p["U"], "V": _item_side(p, fixed_V), "theta": p["theta"]}}
+
+
+def init(
+    key, data: M3FData, hyper=None, *, rank: int | None = None, init_scale=0.1, item_factors=None
+) -> MAPState:
+    """The starting parameters of the MAP baseline and L-BFGS's state.
+
+    Parameters
+    ----------
+    key : jax.Array
+    data : M3FData
+    hyper : None
+        Unused (the baseline's only hyperparameter is ``reg``, a setting of the step).
+    rank, init_scale, item_factors
+        As in :func:`map_estimate`.
+
+    Returns
+    -------
+    MAPState
+    """
+    del hyper
+    sizes = _sizes(data)
+    dtype = data.signs.dtype
+    rank, fixed = _fixed_items(item_factors, None, False, rank, sizes["num_items"], dtype)
+    fixed_V = None if fixed is None else fixed[0]
+    return _init(data, fixed_V, key, rank=rank, init_scale=float(init_scale), **sizes)
+
+
+def build_step(*, reg: float = 1.0, item_factors=None):
+    """One L-BFGS update as ``step(key, state, data, hyper) -> (state, info)``.
+
+    Parameters
+    ----------
+    reg : float
+        As in :func:`map_estimate`.
+    item_factors : array_like, optional
+        The fixed ``V`` (strong generalization).
+
+    Returns
+    -------
+    callable
+    """
+    reg = check_positive(reg, "reg")
+
+    def step(key, state, data, hyper=None):
+        del hyper
+        fixed_V = None if item_factors is None else jnp.asarray(item_factors, data.signs.dtype)
+        return _step(data, fixed_V, jnp.asarray(reg, data.signs.dtype), key, state)
+
+    return step
 
 
 def map_estimate(
