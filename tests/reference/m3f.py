@@ -78,9 +78,8 @@ def ipm3f_fixed_items():
 
 
 def map_baseline():
-    """A VariationalAlgorithm: run with ``bnpjax.infer.fit_run(algorithm, **run_kwargs)``;
-    the recorded keys are ``posterior/U``, ``posterior/V``, ``posterior/theta`` (the point
-    estimate, without the fit's leading draw axis) and ``objective``. The old code drew the
+    """A VariationalAlgorithm, run with ``bnpjax.infer.fit_run(algorithm, **run_kwargs)``;
+    the recorded keys are ``final/U``, ``final/V``, ``final/theta``. The old code drew the
     start from the key itself, hence ``initial_state``."""
     algorithm = m3f.map_estimate(_data(), rank=2, reg=1.0)
     key = jax.random.key(0)

@@ -39,9 +39,9 @@ from bnpjax.models.m3f.data import (
 from bnpjax.models.m3f.features import new_feature_log_weights
 from bnpjax.models.m3f.geweke import data_sample, ipm3f_prior_sample, prior_sample, refresh
 from bnpjax.models.m3f.gibbs import gibbs
-from bnpjax.models.m3f.ipm3f import ipm3f_gibbs
+from bnpjax.models.m3f.ipm3f_gibbs import ipm3f_gibbs
 from bnpjax.models.m3f.linalg import column_normals
-from bnpjax.models.m3f.map import MAPInfo, MAPState, fit_map, map_estimate
+from bnpjax.models.m3f.map_estimate import MAPInfo, MAPState, fit_map, map_estimate
 from bnpjax.models.m3f.predict import (
     log_likelihood,
     predict,

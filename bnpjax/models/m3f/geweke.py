@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from bnpjax.infer.checks import deprecated_alias
 from bnpjax.models.m3f.conditionals import _scores
 from bnpjax.models.m3f.data import IPM3FState, M3FData, M3FHyper, M3FState, _gamma_prior
-from bnpjax.models.m3f.ipm3f import _reference_features
+from bnpjax.models.m3f.ipm3f_gibbs import _reference_features
 from bnpjax.priors import ibp
 
 __all__ = ["data_sample", "ipm3f_prior_sample", "prior_sample", "refresh"]
@@ -102,9 +102,9 @@ def prior_sample(
     key,
     data: M3FData,
     hyper: M3FHyper,
+    *,
     rank: int | None = None,
     item_bias: bool = False,
-    *,
     lambda_rate: float = 1.0,
     item_factors=None,
     item_biases=None,

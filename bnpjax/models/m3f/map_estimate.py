@@ -32,9 +32,11 @@ __all__ = ["MAPInfo", "MAPState", "build_step", "fit_map", "init", "map_estimate
 
 
 class MAPState(NamedTuple):
-    """The parameters (``U``, ``theta`` and ``V`` unless it is fixed) and L-BFGS's state."""
+    """The parameters (``V`` is the given one when the items are fixed) and L-BFGS's state."""
 
-    params: dict
+    U: jax.Array  # (num_users, rank)
+    V: jax.Array  # (num_items, rank)
+    theta: jax.Array  # (num_users, L-1)
     opt_state: Any
 
 
@@ -51,6 +53,14 @@ def _smooth_hinge(z):
 
 def _item_side(p, fixed_V):
     return p["V"] if fixed_V is None else fixed_V
+
+
+def _params(state, fixed_V) -> dict:
+    """The parameters L-BFGS moves (``V`` only when it is not fixed)."""
+    params = {"U": state.U, "theta": state.theta}
+    if fixed_V is None:
+        params["V"] = state.V
+    return params
 
 
 def _objective(data, fixed_V, reg, p):
@@ -77,7 +87,9 @@ def _init(data, fixed_V, key, *, rank, num_users, num_items, init_scale):
     }
     if fixed_V is None:
         params["V"] = init_scale * jax.random.normal(key_v, (num_items, rank), dtype)
-    return MAPState(params, _optimizer().init(params))
+    return MAPState(
+        params["U"], _item_side(params, fixed_V), params["theta"], _optimizer().init(params)
+    )
 
 
 def _step(data, fixed_V, reg, key, state):
@@ -89,16 +101,17 @@ def _step(data, fixed_V, reg, key, state):
         return _objective(data, fixed_V, reg, p)
 
     opt = _optimizer()
-    value, grad = optax.value_and_grad_from_state(objective)(state.params, state=state.opt_state)
+    params = _params(state, fixed_V)
+    value, grad = optax.value_and_grad_from_state(objective)(params, state=state.opt_state)
     updates, s = opt.update(
-        grad, state.opt_state, state.params, value=value, grad=grad, value_fn=objective
+        grad, state.opt_state, params, value=value, grad=grad, value_fn=objective
     )
-    return MAPState(optax.apply_updates(state.params, updates), s), MAPInfo(value)
+    p = optax.apply_updates(params, updates)
+    return MAPState(p["U"], _item_side(p, fixed_V), p["theta"], s), MAPInfo(value)
 
 
-def _trace(fixed_V, state):
-    p = state.params
-    return {"posterior": {"U": p["U"], "V": _item_side(p, fixed_V), "theta": p["theta"]}}
+def _trace(state):
+    return {"posterior": {"U": state.U, "V": state.V, "theta": state.theta}}
 
 
 def init(
@@ -153,6 +166,7 @@ def build_step(*, reg: float = 1.0, item_factors=None):
 
 def map_estimate(
     data: M3FData,
+    hyper=None,
     *,
     rank: int | None = None,
     reg: float = 1.0,
@@ -164,6 +178,8 @@ def map_estimate(
     Parameters
     ----------
     data : M3FData
+    hyper : None
+        Unused: the baseline's only hyperparameter is ``reg``.
     rank : int, optional
         Number of factors (default 10; the width of ``item_factors`` when given).
     reg : float
@@ -183,6 +199,7 @@ def map_estimate(
     ----------
     Rennie & Srebro (2005).
     """
+    del hyper
     reg = check_positive(reg, "reg")
     sizes = _sizes(data)
     dtype = data.signs.dtype
@@ -191,7 +208,7 @@ def map_estimate(
     return VariationalAlgorithm(
         init=bind(_init, data, fixed_V, rank=rank, init_scale=float(init_scale), **sizes),
         step=bind(_step, data, fixed_V, jnp.asarray(reg, dtype)),
-        trace=bind(_trace, fixed_V),
+        trace=_trace,
         spec=ArvizSpec(
             name="m3f.map_estimate",
             dims={"U": ["user", "factor"], "V": ["item", "factor"], "theta": ["user", "threshold"]},
