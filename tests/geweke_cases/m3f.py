@@ -167,8 +167,9 @@ def _ipm3f_factory(module):
 
 def _seed_slip():
     """The appendix of Xu, Zhu & Zhang (2013) writes omega' Sigma^{-1} omega = xi^2 1' Sigma
-    1; with 1' P_k 1 in place of 1' P_k^{-1} 1 the new-feature conditional is wrong. (K+ may
-    run away instead: the chains then overflow the buffer, a RuntimeError naming capacity.)"""
+    1; with 1' P_k 1 in place of 1' P_k^{-1} 1 the new-feature conditional is wrong. K+ runs
+    away with it and the chains overflow any buffer (a RuntimeError naming capacity), so the
+    table's twin is :func:`_half_rate_new_features`; this one stays for a direct check."""
     original = features.equicorrelation_terms
 
     def slip(d, b, kappa):
@@ -184,6 +185,18 @@ def _seed_slip():
             _parallel_features=patched._parallel_features,
         )
     )
+
+
+def _half_rate_new_features():
+    """The user's new features proposed from Poisson(alpha / 2N) instead of Poisson(alpha / N)
+    in the sequential step's block (number of singletons, weights integrated out)."""
+    original = features.new_feature_log_weights
+
+    def half_rate(b, xi_res, valid, sigma, alpha, num_users, kappa):
+        return original(b, xi_res, valid, sigma, 0.5 * alpha, num_users, kappa)
+
+    patched = _patched(features, new_feature_log_weights=half_rate)
+    return _ipm3f_factory(_patched(ipm3f, _sequential_features=patched._sequential_features))
 
 
 def _wrong_weight_count():
@@ -267,7 +280,7 @@ CASES = [
             "lambda_rate": LAMBDA_RATE,
         },
         statistics=functools.partial(_stats, fixed_alpha=True),
-        broken_factory=_seed_slip(),
+        broken_factory=_half_rate_new_features(),
         num_successive=4_000,
         seed=7,
         **_COMMON,
