@@ -1,3 +1,4 @@
+# ruff: noqa: E402  (a one-off script: the environment is set before jax is imported)
 """Record the draws of the code before the restructuring (commit d831a64) for
 tests/reference/m3f.py: ``cd <checkout of d831a64> && PYTHONPATH=. python
 <this repo>/tests/reference/_record_m3f.py``."""
