@@ -53,16 +53,23 @@ def sample_categorical(
     (e.g. :math:`10^4` in float32, whose spacing would otherwise be :math:`10^{-3}`). Entries
     equal to ``-inf`` are never chosen; a slice that is entirely ``-inf`` returns index 0.
 
-    Args:
-        key: PRNG key.
-        log_weights: unnormalized log weights; categories along ``axis``, every other axis is a
-            batch axis.
-        axis: the category axis.
-        shape: batch shape of the result; must be broadcast-compatible with the batch shape of
-            ``log_weights`` (its shape without ``axis``), e.g. ``(n,) + batch`` for ``n`` draws
-            per batch element. Defaults to the batch shape. Static.
+    Parameters
+    ----------
+    key
+        PRNG key.
+    log_weights
+        unnormalized log weights; categories along ``axis``, every other axis is a
+        batch axis.
+    axis
+        the category axis.
+    shape
+        batch shape of the result; must be broadcast-compatible with the batch shape of
+        ``log_weights`` (its shape without ``axis``), e.g. ``(n,) + batch`` for ``n`` draws
+        per batch element. Defaults to the batch shape. Static.
 
-    Returns:
+    Returns
+    -------
+    jax.Array
         Integer indices of shape ``shape``.
     """
     shape = None if shape is None else tuple(int(s) for s in shape)

@@ -59,12 +59,18 @@ def equicorrelation_terms(a_minus_b, b, kappa: int) -> tuple[jax.Array, jax.Arra
     :math:`k b / d` cannot overflow. Taking ``d`` directly (the seed's :math:`a - b = 1/\sigma^2`)
     avoids the rounding of forming ``a = d + b`` and subtracting it back.
 
-    Args:
-        a_minus_b: :math:`d = a - b`, any shape; must be > 0.
-        b: off-diagonal value, broadcast against ``a_minus_b``.
-        kappa: largest size, a static Python int.
+    Parameters
+    ----------
+    a_minus_b
+        :math:`d = a - b`, any shape; must be > 0.
+    b
+        off-diagonal value, broadcast against ``a_minus_b``.
+    kappa
+        largest size, a static Python int.
 
-    Returns:
+    Returns
+    -------
+    tuple of jax.Array
         Two arrays of shape ``broadcast(a_minus_b, b).shape + (kappa + 1,)``, entry ``k`` for
         :math:`X_k`. :math:`k = 0` (the empty matrix) always gives 0 and 0. Outside the positive
         definite domain (for :math:`k \ge 1`): the log-determinant is ``nan`` if :math:`d \le 0`,

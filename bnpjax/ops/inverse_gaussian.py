@@ -83,14 +83,21 @@ def sample_inverse_gaussian(
     so that it stays strictly positive for later logarithms; only draws that underflow anyway are
     affected.
 
-    Args:
-        key: PRNG key.
-        mean: :math:`\mu > 0`.
-        shape_param: :math:`\lambda > 0`, broadcast with ``mean``.
-        shape: result shape, broadcast-compatible with ``broadcast(mean, shape_param).shape``;
-            defaults to it. Static.
+    Parameters
+    ----------
+    key
+        PRNG key.
+    mean
+        :math:`\mu > 0`.
+    shape_param
+        :math:`\lambda > 0`, broadcast with ``mean``.
+    shape
+        result shape, broadcast-compatible with ``broadcast(mean, shape_param).shape``;
+        defaults to it. Static.
 
-    Returns:
+    Returns
+    -------
+    jax.Array
         Positive draws of shape ``shape``, in the floating dtype of the inputs.
     """
     shape = None if shape is None else tuple(int(s) for s in shape)

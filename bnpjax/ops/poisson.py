@@ -49,14 +49,21 @@ def truncated_poisson_log_pmf(k, rate, upper: int, lower=0) -> jax.Array:
     for :math:`l \le k \le u`, and :math:`-\infty` outside the support. The :math:`e^{-\lambda}`
     and :math:`\lambda^l / l!` factors cancel in the normalization and are never formed.
 
-    Args:
-        k: integer-valued counts.
-        rate: :math:`\lambda \ge 0`, finite. :math:`\lambda = 0` is the limit: all mass on
-            ``lower``.
-        upper: :math:`u`, a static Python int (the support size is a shape).
-        lower: :math:`l`, integer array-like (may be traced or batched); 1 gives the
-            zero-truncated Poisson. An empty support (``lower > upper``) gives ``-inf``.
+    Parameters
+    ----------
+    k
+        integer-valued counts.
+    rate
+        :math:`\lambda \ge 0`, finite. :math:`\lambda = 0` is the limit: all mass on
+        ``lower``.
+    upper
+        :math:`u`, a static Python int (the support size is a shape).
+    lower
+        :math:`l`, integer array-like (may be traced or batched); 1 gives the
+        zero-truncated Poisson. An empty support (``lower > upper``) gives ``-inf``.
 
+    Notes
+    -----
     ``k``, ``rate`` and ``lower`` broadcast. Cost :math:`O(u)` per element of the batch.
     Accuracy: absolute error in the log pmf is about machine epsilon times
     :math:`(k - l)|\log\lambda| + \log(k!/l!)`.
@@ -88,15 +95,23 @@ def sample_truncated_poisson(
     :func:`truncated_poisson_log_pmf` without its normalizer. No rejection, so the cost is a
     fixed :math:`O(u)` per draw whatever :math:`\lambda`.
 
-    Args:
-        key: PRNG key.
-        rate: :math:`\lambda \ge 0`, finite, any shape (batch).
-        upper: :math:`u`, a static Python int.
-        lower: :math:`l`, integer array-like broadcast with ``rate`` (may be traced).
-        shape: result shape, broadcast-compatible with ``broadcast(rate, lower).shape`` (e.g.
-            ``(n,) + rate.shape``); defaults to that shape. Static.
+    Parameters
+    ----------
+    key
+        PRNG key.
+    rate
+        :math:`\lambda \ge 0`, finite, any shape (batch).
+    upper
+        :math:`u`, a static Python int.
+    lower
+        :math:`l`, integer array-like broadcast with ``rate`` (may be traced).
+    shape
+        result shape, broadcast-compatible with ``broadcast(rate, lower).shape`` (e.g.
+        ``(n,) + rate.shape``); defaults to that shape. Static.
 
-    Returns:
+    Returns
+    -------
+    jax.Array
         Integer draws in ``{lower..upper}``. An empty support (``lower > upper``) returns 0.
     """
     shape = None if shape is None else tuple(int(s) for s in shape)

@@ -36,13 +36,20 @@ def rank_one_update(inverse, logdet, u, sign=1.0) -> tuple[jax.Array, jax.Array]
 
     :math:`s = +1` adds the row :math:`u` to a Gram matrix, :math:`s = -1` removes it.
 
-    Args:
-        inverse: :math:`M^{-1}`, symmetric, shape ``(..., n, n)``.
-        logdet: :math:`\log\det M`, shape ``(...)``.
-        u: shape ``(..., n)``.
-        sign: :math:`s`, usually :math:`\pm 1` (any real scale works), broadcast over the batch.
+    Parameters
+    ----------
+    inverse
+        :math:`M^{-1}`, symmetric, shape ``(..., n, n)``.
+    logdet
+        :math:`\log\det M`, shape ``(...)``.
+    u
+        shape ``(..., n)``.
+    sign
+        :math:`s`, usually :math:`\pm 1` (any real scale works), broadcast over the batch.
 
-    Returns:
+    Returns
+    -------
+    tuple of jax.Array
         ``(new_inverse, new_logdet)``. The updated matrix of a positive definite :math:`M` is
         positive definite iff :math:`1 + s q > 0`. When :math:`1 + s q = 0` it is singular: the
         log-determinant is ``-inf`` and the inverse is ``inf``/``nan``; when :math:`1 + s q < 0`

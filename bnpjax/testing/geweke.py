@@ -53,7 +53,7 @@ __all__ = [
 
 class GewekeResult(NamedTuple):
     """Per test function: the two means, the standard error of their difference, the z-score
-    and the successive-conditional ESS; ``threshold`` is the Bonferroni |z| bound."""
+    and the successive-conditional ESS; ``threshold`` is the Bonferroni ``|z|`` bound."""
 
     mean_marginal: dict[str, float]
     mean_successive: dict[str, float]
