@@ -28,8 +28,8 @@ Dulac, A. (2020). *Contributions to stochastic blockmodels for weighted networks
 thesis, Université Grenoble Alpes.
 """
 
+from bnpjax.infer.checks import deprecated_alias
 from bnpjax.models.wmmsb import geweke
-from bnpjax.models.wmmsb._compat import deprecated_alias
 from bnpjax.models.wmmsb.collapsed_gibbs import GibbsInfo, GibbsState, collapsed_gibbs
 from bnpjax.models.wmmsb.cvb0 import CVB0Info, CVB0State, cvb0
 from bnpjax.models.wmmsb.data import (
@@ -86,7 +86,13 @@ memberships = deprecated_alias(membership_means, "memberships")
 link_probability = deprecated_alias(_link_probability_v0, "link_probability")
 mean_log_predictive = deprecated_alias(_mean_log_predictive_v0, "mean_log_predictive")
 prior_sample = deprecated_alias(geweke.prior_sample, "prior_sample")
-data_sample = deprecated_alias(geweke.data_sample, "data_sample")
+
+
+def _data_sample_v0(key, state, data, hyper, likelihood="nb"):
+    return geweke.data_sample(key, state, data, hyper, likelihood=likelihood)
+
+
+data_sample = deprecated_alias(_data_sample_v0, "data_sample")
 
 
 def _gibbs_refresh(data, state, K=None):

@@ -31,13 +31,14 @@ from jax import lax
 from jax.scipy.special import gammaln
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
-from bnpjax.models.wmmsb._compat import renamed_arguments
+from bnpjax.infer.checks import renamed_arguments
 from bnpjax.models.wmmsb.data import (
     WMMSBData,
     WMMSBHyper,
     _check_common,
     _check_zeros_held,
     _num_nodes,
+    _observed_spec,
     _resolve_hyper,
 )
 from bnpjax.models.wmmsb.likelihood import _log_mixture_pred, _log_pred, _log_theta
@@ -278,15 +279,11 @@ def _observed(data):
 
 def _build(data, hyper, likelihood, exclude_own=True):
     explicit, zero = _observed(data)
-    observed, coords = {}, {}
-    if explicit is not None:
-        y = np.concatenate([np.asarray(data.y)[explicit], np.zeros(zero.shape[0])])
-        src = np.concatenate([np.asarray(data.src)[explicit], np.asarray(data.zsrc)[zero]])
-        dst = np.concatenate([np.asarray(data.dst)[explicit], np.asarray(data.zdst)[zero]])
-        observed = {"y": y}
-        coords = {"obs": [f"{i}-{j}" for i, j in zip(src.tolist(), dst.tolist(), strict=True)]}
+    observed, coords = ({}, {}) if explicit is None else _observed_spec(data)
     block = ["community", "community_to"]
-    trace_args = (explicit, zero) if explicit is None else (jnp.asarray(explicit), jnp.asarray(zero))
+    trace_args = (explicit, zero)
+    if explicit is not None:
+        trace_args = (jnp.asarray(explicit), jnp.asarray(zero))
     return SamplingAlgorithm(
         init=bind(_init, data, hyper),
         step=bind(_step, data, hyper, likelihood=likelihood, exclude_own=exclude_own),

@@ -30,8 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bnpjax.infer.base import ArvizSpec, bind, concrete_or_none
-from bnpjax.models.wmmsb._compat import VariationalAlgorithm, check_integer, renamed_arguments
+from bnpjax.infer.base import bind, concrete_or_none
+from bnpjax.infer.checks import check_integer, renamed_arguments
+from bnpjax.infer.variational import VariationalAlgorithm
 from bnpjax.models.wmmsb.data import (
     WMMSBData,
     WMMSBHyper,
@@ -45,7 +46,7 @@ from bnpjax.models.wmmsb.likelihood import (
     _log_pred,
     _log_pred_zero,
     _log_theta,
-    _sample_posterior,
+    _variational_output,
 )
 from bnpjax.ops import segment_sum
 
@@ -298,21 +299,6 @@ def build_step(
     return step
 
 
-def _sample(hyper, key, state, num_draws, *, likelihood):
-    return _sample_posterior(
-        key, state.n_node, state.n_y, state.n_phi, state.r, state.p, hyper, num_draws, likelihood
-    )
-
-
-def _spec(data, name, settings):
-    block = ["community", "community_to"]
-    return ArvizSpec(
-        name=name,
-        dims={"theta": ["node", "community"], "phi": block},
-        settings=settings,
-    )
-
-
 @renamed_arguments(K="rank")
 def cvb0(
     data: WMMSBData,
@@ -324,6 +310,7 @@ def cvb0(
     chunk: int = 4096,
     max_count: int | None = None,
     init: str = "assortative",
+    log_likelihood: bool | None = None,
 ) -> VariationalAlgorithm:
     """Synchronous CVB0 as a variational algorithm (one step = one full pass).
 
@@ -355,13 +342,17 @@ def cvb0(
         network to share one compilation).
     init : {"assortative", "random"}
         Starting :math:`\\gamma` (see :func:`init`). CVB0 finds a local optimum.
+    log_likelihood : bool, optional
+        Store the pointwise log-likelihood of every observed pair under every draw (the
+        ``log_likelihood`` group, with ``observed_data``); default: on up to 20000 observed
+        pairs.
 
     Returns
     -------
     VariationalAlgorithm
         ``info.loglik`` is the mean training log predictive per observed pair under the
         statistics the step started from; ``sample`` draws ``theta`` (node, community) and
-        ``phi`` (community, community_to).
+        ``phi`` (community, community_to), and the pointwise ``log_likelihood`` of ``y``.
 
     References
     ----------
@@ -384,9 +375,12 @@ def cvb0(
     static = dict(
         likelihood=likelihood, chunk=int(chunk), store=bool(store_gamma), ymax=ymax, init=init
     )
+    sample, spec = _variational_output(
+        data, hyper, likelihood, log_likelihood, f"wmmsb.cvb0.{likelihood}", static
+    )
     return VariationalAlgorithm(
         init=bind(_init, data, hyper, **static),
         step=bind(_step, data, hyper, **static),
-        sample=bind(_sample, hyper, likelihood=likelihood),
-        spec=_spec(data, f"wmmsb.cvb0.{likelihood}", static),
+        sample=sample,
+        spec=spec,
     )

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.base import concrete_or_none
-from bnpjax.models.wmmsb._compat import check_integer, renamed_arguments
+from bnpjax.infer.checks import check_integer, renamed_arguments
 
 __all__ = [
     "LIKELIHOODS",
@@ -290,9 +290,7 @@ def make_network(
         zmask = ~np.eye(N, dtype=bool) if directed else np.triu(np.ones((N, N), bool), 1)
         zmask.reshape(-1)[special] = False
         if keep < 1:
-            zmask &= (
-                hash_uniform(np.arange(N * N, dtype=np.int64).reshape(N, N), hash_seed) < keep
-            )
+            zmask &= hash_uniform(np.arange(N * N, dtype=np.int64).reshape(N, N), hash_seed) < keep
         num_zeros = float(zmask.sum())
         if zeros == "list":
             zsrc, zdst = np.nonzero(zmask)
@@ -446,3 +444,26 @@ def _check_zeros_held(data, method):
             f"data: {method} needs the observed zeros listed (make_network(..., zeros='list'"
             f"{'' if method == 'collapsed Gibbs' else ' or dense'}))"
         )
+
+
+def _observed_pairs(data: WMMSBData):
+    """Host arrays (src, dst, y) of every observed training pair: the explicit pairs, the
+    listed zeros and the zeros of a dense mask (padding excluded)."""
+    w, zw = np.asarray(data.w) > 0, np.asarray(data.zw) > 0
+    parts = [
+        (np.asarray(data.src)[w], np.asarray(data.dst)[w], np.asarray(data.y)[w]),
+        (np.asarray(data.zsrc)[zw], np.asarray(data.zdst)[zw], np.zeros(int(zw.sum()))),
+    ]
+    if data.zmask.shape[0]:
+        i, j = np.nonzero(np.asarray(data.zmask) > 0)
+        parts.append((i, j, np.zeros(i.shape[0])))
+    src, dst, y = (np.concatenate(a) for a in zip(*parts, strict=True))
+    return src.astype(np.int32), dst.astype(np.int32), y
+
+
+def _observed_spec(data: WMMSBData):
+    """``(observed_data, coords)`` of an ArvizSpec for the observed pairs (variable ``y`` on
+    the ``obs`` dim, labelled ``"i-j"``)."""
+    src, dst, y = _observed_pairs(data)
+    labels = [f"{i}-{j}" for i, j in zip(src.tolist(), dst.tolist(), strict=True)]
+    return {"y": y}, {"obs": labels}

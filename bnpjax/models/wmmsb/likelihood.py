@@ -18,6 +18,9 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
+from bnpjax.infer.base import ArvizSpec, bind
+from bnpjax.models.wmmsb.data import _observed_pairs, _observed_spec
+
 __all__: list[str] = []
 
 
@@ -92,3 +95,63 @@ def _mean_log_pred(pairs, n_node, n_y, n_phi, r, p, hyper, likelihood):
     lt = _log_theta(n_node, hyper.alpha)
     ll = _log_mixture_pred(lt, i, j, y, n_y, n_phi, r, p, likelihood)
     return jnp.sum(w * ll) / jnp.maximum(jnp.sum(w), 1.0)
+
+
+def _log_lik_sampled(theta, phi, src, dst, y, likelihood):
+    r"""Log density of pairs ``(src, dst, y)`` given one draw of the memberships and blocks:
+    :math:`\log \sum_{kk'} \theta_{ik} \theta_{jk'} p(y_{ij} \mid \phi_{kk'})` with a
+    Poisson (nb, bg) or Bernoulli (bernoulli) :math:`p`."""
+    yy = y[:, None, None]
+    if likelihood == "bernoulli":
+        lp = jnp.where(yy > 0, jnp.log(phi), jnp.log1p(-phi))
+    else:
+        lp = yy * jnp.log(phi) - phi - gammaln(yy + 1.0)
+    joint = jnp.log(theta[src])[:, :, None] + jnp.log(theta[dst])[:, None, :] + lp
+    return jax.nn.logsumexp(joint, axis=(1, 2))
+
+
+#: Variational fits store pointwise log-likelihoods by default up to this many observed pairs.
+MAX_POINTWISE_PAIRS = 20_000
+
+
+def _variational_trace(hyper, pairs, key, state, num_draws, *, likelihood):
+    """``sample`` of CVB0 and SCVB0: draws of :func:`_sample_posterior` from the state's
+    expected counts and, when ``pairs = (src, dst, y)`` of the observed pairs is given, their
+    pointwise log-likelihood under every draw."""
+    post = _sample_posterior(
+        key, state.n_node, state.n_y, state.n_phi, state.r, state.p, hyper, num_draws, likelihood
+    )
+    out = {"posterior": post}
+    if pairs is not None:
+        src, dst, y = pairs
+
+        def one(draw):
+            return _log_lik_sampled(draw[0], draw[1], src, dst, y, likelihood)
+
+        out["log_likelihood"] = {"y": jax.lax.map(one, (post["theta"], post["phi"]))}
+    return out
+
+
+def _variational_output(data, hyper, likelihood, log_likelihood, name, settings):
+    """The ``sample`` function and ArvizSpec of a variational WMMSB fit; ``log_likelihood``
+    None means on up to :data:`MAX_POINTWISE_PAIRS` observed pairs."""
+    observed, coords, pairs = {}, {}, None
+    src, dst, y = _observed_pairs(data)
+    if log_likelihood is None:
+        log_likelihood = src.shape[0] <= MAX_POINTWISE_PAIRS
+    if log_likelihood:
+        observed, coords = _observed_spec(data)
+        pairs = (jnp.asarray(src), jnp.asarray(dst), jnp.asarray(y, data.y.dtype))
+    sample = bind(_variational_trace, hyper, pairs, likelihood=likelihood)
+    spec = ArvizSpec(
+        name=name,
+        dims={
+            "theta": ["node", "community"],
+            "phi": ["community", "community_to"],
+            "y": ["obs"],
+        },
+        coords=coords,
+        observed_data=observed,
+        settings=settings,
+    )
+    return sample, spec

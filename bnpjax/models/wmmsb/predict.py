@@ -16,12 +16,18 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import gammaln
 
 from bnpjax.infer.arviz_adapter import pooled_draws
-from bnpjax.models.wmmsb._compat import map_draws
-from bnpjax.models.wmmsb.data import WMMSBData, WMMSBHyper, _check_likelihood, _int_array
+from bnpjax.infer.predictive import map_draws
+from bnpjax.models.wmmsb.data import (
+    WMMSBData,
+    WMMSBHyper,
+    _check_likelihood,
+    _int_array,
+    _observed_pairs,
+)
 from bnpjax.models.wmmsb.likelihood import (
+    _log_lik_sampled,
     _log_mixture_pred,
     _log_pred_zero,
     _log_theta,
@@ -79,21 +85,6 @@ def _pairs(test, num_nodes, need_y):
     return src.astype(np.int32), dst.astype(np.int32), y
 
 
-def _observed_pairs(data: WMMSBData):
-    """Host arrays (src, dst, y) of every observed training pair: the explicit pairs, the
-    listed zeros and the zeros of a dense mask (padding excluded)."""
-    w, zw = np.asarray(data.w) > 0, np.asarray(data.zw) > 0
-    parts = [
-        (np.asarray(data.src)[w], np.asarray(data.dst)[w], np.asarray(data.y)[w]),
-        (np.asarray(data.zsrc)[zw], np.asarray(data.zdst)[zw], np.zeros(int(zw.sum()))),
-    ]
-    if data.zmask.shape[0]:
-        i, j = np.nonzero(np.asarray(data.zmask) > 0)
-        parts.append((i, j, np.zeros(i.shape[0])))
-    src, dst, y = (np.concatenate(a) for a in zip(*parts, strict=True))
-    return src.astype(np.int32), dst.astype(np.int32), y
-
-
 def _draw_fn(kind, src, dst, y, hyper, likelihood):
     """fn(draw) -> per-pair values for one posterior draw."""
     src, dst = jnp.asarray(src), jnp.asarray(dst)
@@ -108,13 +99,7 @@ def _draw_fn(kind, src, dst, y, hyper, likelihood):
             if kind == "link":
                 p0 = 1.0 - phi if likelihood == "bernoulli" else jnp.exp(-phi)
                 return 1.0 - jnp.einsum("pk,kl,pl->p", ti, p0, tj)
-            yy = y[:, None, None]
-            if likelihood == "bernoulli":
-                lp = jnp.where(yy > 0, jnp.log(phi), jnp.log1p(-phi))
-            else:
-                lp = yy * jnp.log(phi) - phi - gammaln(yy + 1.0)
-            joint = jnp.log(ti)[:, :, None] + jnp.log(tj)[:, None, :] + lp
-            return jax.nn.logsumexp(joint, axis=(1, 2))
+            return _log_lik_sampled(theta, phi, src, dst, y, likelihood)
         n_node, n_y, n_phi = draw["n_node"], draw["n_y"], draw["n_phi"]
         state = {"n_node": n_node, "n_y": n_y, "n_phi": n_phi}
         if kind == "mean":
@@ -223,9 +208,7 @@ def _log_likelihood_v0(data, n_node, n_y, n_phi, r=None, p=None, hyper=None, lik
         stacklevel=3,
     )
     state = {"n_node": n_node, "n_y": n_y, "n_phi": n_phi, "r": r, "p": p}
-    return expected_log_predictive(
-        state, hyper, data.src, data.dst, data.y, likelihood=likelihood
-    )
+    return expected_log_predictive(state, hyper, data.src, data.dst, data.y, likelihood=likelihood)
 
 
 def _field(state, name, default=None):

@@ -31,8 +31,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bnpjax.infer.base import ArvizSpec, bind
-from bnpjax.models.wmmsb._compat import VariationalAlgorithm, check_integer, renamed_arguments
+from bnpjax.infer.base import bind
+from bnpjax.infer.checks import check_integer, renamed_arguments
+from bnpjax.infer.variational import VariationalAlgorithm
 from bnpjax.models.wmmsb.data import (
     WMMSBData,
     WMMSBHyper,
@@ -48,7 +49,7 @@ from bnpjax.models.wmmsb.likelihood import (
     _bg_update,
     _log_pred,
     _mean_log_pred,
-    _sample_posterior,
+    _variational_output,
 )
 
 __all__ = ["SCVB0Info", "SCVB0State", "build_step", "init", "scvb0"]
@@ -193,9 +194,7 @@ def _step(
         evaluate = (state.t % eval_every) == 0
         ll = lax.cond(
             evaluate,
-            lambda s: _mean_log_pred(
-                valid, s.n_node, s.n_y, s.n_phi, s.r, s.p, hyper, likelihood
-            ),
+            lambda s: _mean_log_pred(valid, s.n_node, s.n_y, s.n_phi, s.r, s.p, hyper, likelihood),
             lambda s: s.valid,
             state,
         )
@@ -275,8 +274,6 @@ def _check_valid(valid, num_nodes, likelihood):
         raise ValueError("valid src/dst: self-loops are excluded from the model")
     _check_counts("valid y", vy, likelihood)
     return vs, vd, vy
-
-
 
 
 def _valid_pairs(valid, num_nodes, likelihood, dtype):
@@ -370,12 +367,6 @@ def build_step(
     return step
 
 
-def _sample(hyper, key, state, num_draws, *, likelihood):
-    return _sample_posterior(
-        key, state.n_node, state.n_y, state.n_phi, state.r, state.p, hyper, num_draws, likelihood
-    )
-
-
 def _check_real(name, value, low, high, what):
     ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
     if not ok or not (np.isfinite(value) and low <= value <= high):
@@ -400,8 +391,9 @@ def scvb0(
     eval_every: int = 100,
     patience: int = 3,
     tol: float = 1e-4,
+    log_likelihood: bool | None = None,
 ) -> VariationalAlgorithm:
-    """Stochastic CVB0 as a variational algorithm.
+    r"""Stochastic CVB0 as a variational algorithm.
 
     ``sample`` draws from the same approximation as :func:`bnpjax.models.wmmsb.cvb0`:
     :math:`\theta_i \sim \mathrm{Dirichlet}(N_i + \alpha)` and independent block
@@ -437,6 +429,10 @@ def scvb0(
         Evaluate the validation log-likelihood every ``eval_every`` steps; stop after
         ``patience`` evaluations without a relative improvement of ``tol >= 0``.
     tol : float
+    log_likelihood : bool, optional
+        Store the pointwise log-likelihood of the observed pairs under every draw (default:
+        on up to 20000 observed pairs; the zeros of ``zeros="none"`` data are not listed, so
+        only the explicit pairs are).
 
     Returns
     -------
@@ -482,14 +478,17 @@ def scvb0(
         patience=int(patience),
         tol=float(tol),
     )
-    block = ["community", "community_to"]
+    sample, spec = _variational_output(
+        data,
+        hyper,
+        likelihood,
+        log_likelihood,
+        f"wmmsb.scvb0.{likelihood}",
+        {k: v for k, v in static.items() if k != "schedule"},
+    )
     return VariationalAlgorithm(
         init=bind(_init, data, hyper, vpairs, likelihood=likelihood),
         step=bind(_step, data, hyper, vpairs, **static),
-        sample=bind(_sample, hyper, likelihood=likelihood),
-        spec=ArvizSpec(
-            name=f"wmmsb.scvb0.{likelihood}",
-            dims={"theta": ["node", "community"], "phi": block},
-            settings={k: v for k, v in static.items() if k != "schedule"},
-        ),
+        sample=sample,
+        spec=spec,
     )
