@@ -85,6 +85,10 @@ def _pairs(test, num_nodes, need_y):
     return src.astype(np.int32), dst.astype(np.int32), y
 
 
+def _batch(batch_size):
+    return {} if batch_size is None else {"batch_size": batch_size}
+
+
 def _draw_fn(kind, src, dst, y, hyper, likelihood):
     """fn(draw) -> per-pair values for one posterior draw."""
     src, dst = jnp.asarray(src), jnp.asarray(dst)
@@ -152,7 +156,7 @@ def predict(
     post = _posterior(draws)
     src, dst, _ = _pairs(test, data.degree.shape[0], need_y=False)
     fn = _draw_fn(kind, src, dst, None, hyper, likelihood)
-    return np.asarray(map_draws(fn, post, batch_size=batch_size))
+    return np.asarray(map_draws(fn, post, **_batch(batch_size)))
 
 
 def log_likelihood(
@@ -185,7 +189,12 @@ def log_likelihood(
     numpy.ndarray of shape (chain, draw, pair)
     """
     if isinstance(draws, WMMSBData):  # the 0.x signature (data, n_node, n_y, n_phi, r, p, ...)
-        return _log_likelihood_v0(draws, data, test, *args, hyper=hyper, **kwargs)
+        positional = (draws, data, test, *args)
+        if hyper is not None:
+            kwargs["hyper"] = hyper
+        if len(positional) < 8:
+            kwargs["likelihood"] = likelihood
+        return _log_likelihood_v0(*positional, **kwargs)
     if hyper is None:
         raise ValueError("hyper is required (the WMMSBHyper of the fit)")
     _check_likelihood(likelihood)
@@ -195,7 +204,7 @@ def log_likelihood(
     else:
         src, dst, y = _pairs(test, data.degree.shape[0], need_y=True)
     fn = _draw_fn("log", src, dst, y, hyper, likelihood)
-    return np.asarray(map_draws(fn, post, batch_size=batch_size))
+    return np.asarray(map_draws(fn, post, **_batch(batch_size)))
 
 
 def _log_likelihood_v0(data, n_node, n_y, n_phi, r=None, p=None, hyper=None, likelihood="nb"):
