@@ -131,7 +131,7 @@ def test_cvb0_recovers_planted_blocks(likelihood):
     assert auc(Y, held, result.state, hyper, likelihood, directed=False) > 0.85
     # the same from the variational draws through predict
     ii, jj = held_pairs(held, directed=False)
-    p_link = wmmsb.predict(result.draws, data, (ii, jj), hyper=hyper, likelihood=likelihood)
+    p_link = wmmsb.predict(result, data, (ii, jj), hyper=hyper, likelihood=likelihood)
     assert roc_auc(Y[ii, jj] > 0, p_link.mean((0, 1))) > 0.85
 
 

@@ -49,7 +49,10 @@ _SAMPLED = ("theta", "phi")
 
 def _posterior(draws) -> dict[str, np.ndarray]:
     """The posterior variables that define the predictive, with leading (chain, draw) axes
-    (a list of runs is pooled into one chain)."""
+    (a list of runs is pooled into one chain; a :class:`bnpjax.infer.FitResult`'s draws are
+    one chain)."""
+    if hasattr(draws, "draws") and hasattr(draws, "history"):  # a FitResult
+        draws = {g: {k: np.asarray(v)[None] for k, v in d.items()} for g, d in draws.draws.items()}
     for names in (_SAMPLED, _COLLAPSED):
         try:
             values = {n: pooled_draws(draws, "posterior", n) for n in names}
@@ -131,9 +134,10 @@ def predict(
 
     Parameters
     ----------
-    draws : InferenceData, dict or list
+    draws : InferenceData, dict, FitResult or list
         The output of :func:`bnpjax.sample` (collapsed Gibbs) or :func:`bnpjax.fit` (CVB0,
-        SCVB0), a run's ``trace``, or a list of them (pooled into one chain).
+        SCVB0), a run's ``trace``, a :class:`bnpjax.infer.FitResult`, or a list of them
+        (pooled into one chain).
     data : WMMSBData
         The training data of the fit.
     test : tuple (src, dst) or (src, dst, y)
