@@ -21,7 +21,7 @@ import numpy as np
 from bnpjax.infer.arviz_adapter import pooled_draws
 from bnpjax.infer.base import bind
 from bnpjax.infer.checks import check_integer_array
-from bnpjax.infer.predictive import map_draws
+from bnpjax.infer.predictive import map_draws, posterior_draws
 from bnpjax.models.m3f.conditionals import _pointwise_log_likelihood, levels_from_scores
 from bnpjax.models.m3f.data import M3FData, _check_common
 
@@ -116,21 +116,6 @@ def _draw_log_likelihood(users, items, ratings, margin, C, draw):
     return _pointwise_log_likelihood(x, draw["theta"][users], ratings, margin, C)
 
 
-def _posterior(draws) -> dict:
-    """The factor draws with leading (chain, draw) axes (a list of runs: pooled, one chain)."""
-    names = ("U", "Z", "V", "bias", "theta")
-    if isinstance(draws, list | tuple):
-        out = {}
-        for name in names:
-            try:
-                out[name] = pooled_draws(draws, "posterior", name)[None]
-            except ValueError:
-                pass
-        return out
-    table = draws.posterior if hasattr(draws, "posterior") else draws["posterior"]
-    return {name: np.asarray(table[name]) for name in names if name in table}
-
-
 def log_likelihood(draws, data: M3FData, test=None, *, hyper=None, item_factors=None):
     """Pointwise log-likelihood of the training ratings, or of held-out ratings.
 
@@ -158,7 +143,7 @@ def log_likelihood(draws, data: M3FData, test=None, *, hyper=None, item_factors=
         ``(chain, draw, entry)``.
     """
     hyper = _check_common(data, hyper)
-    post = _posterior(draws)
+    post = posterior_draws(draws, (), optional=("U", "Z", "V", "bias", "theta"))
     if item_factors is not None:
         V = np.asarray(item_factors, float)
         post["V"] = np.broadcast_to(V, next(iter(post.values())).shape[:2] + V.shape)

@@ -17,8 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.arviz_adapter import pooled_draws
-from bnpjax.infer.predictive import map_draws
+from bnpjax.infer.predictive import map_draws, posterior_draws
 from bnpjax.models.wmmsb.data import (
     WMMSBData,
     WMMSBHyper,
@@ -55,15 +54,9 @@ def _posterior(draws) -> dict[str, np.ndarray]:
         draws = {g: {k: np.asarray(v)[None] for k, v in d.items()} for g, d in draws.draws.items()}
     for names in (_SAMPLED, _COLLAPSED):
         try:
-            values = {n: pooled_draws(draws, "posterior", n) for n in names}
+            return posterior_draws(draws, names)
         except ValueError:
             continue
-        if isinstance(draws, list | tuple):
-            return {n: v[None] for n, v in values.items()}
-        run = draws
-        table = run.posterior if hasattr(run, "posterior") else run["posterior"]
-        chains, per_chain = np.shape(table[names[0]])[:2]
-        return {n: v.reshape(chains, per_chain, *v.shape[1:]) for n, v in values.items()}
     raise ValueError(
         "draws must hold posterior draws of theta and phi (a variational fit) or n_node, n_y "
         "and n_phi (collapsed Gibbs)"
