@@ -15,6 +15,11 @@ or when only ``arviz-base`` is). Both return types answer the same reads: ``data
 (a Dataset, or a DataTree node), ``data["posterior"]["x"]`` (a DataArray), ``data.attrs`` (the
 run's attributes, also copied onto every group). :func:`group` and :func:`pooled_draws` read
 either, and :func:`concat` combines runs whose feature buffers grew to different capacities.
+
+ArviZ 0.x's functions (``az.summary``, ``az.loo``, ``az.plot_trace``) take the InferenceData;
+ArviZ 1.x's (``arviz_stats.loo``, ``arviz_stats.compare``, ``arviz_plots.plot_dist``) take the
+DataTree. Booleans (``active`` masks) are stored as int8, which both lines' plots and NumPyro's
+``print_summary`` accept.
 """
 
 from __future__ import annotations
@@ -52,7 +57,6 @@ def _arviz():
     """The ``arviz`` module (imported quietly: 0.2x warns about its own future)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        _import_matplotlib_style()
         import arviz
 
     return arviz
@@ -72,6 +76,10 @@ def _import_matplotlib_style():
             import matplotlib.style.core  # noqa: F401
         except ImportError:  # pragma: no cover - matplotlib reorganised
             pass
+
+
+# at import, so that a plain ``import arviz`` anywhere after bnpjax works in such environments
+_import_matplotlib_style()
 
 
 def _version(name: str) -> str | None:
