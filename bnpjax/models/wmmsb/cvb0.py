@@ -310,7 +310,7 @@ def cvb0(
     chunk: int = 4096,
     max_count: int | None = None,
     init: str = "assortative",
-    log_likelihood: bool | None = None,
+    pointwise_log_likelihood: bool | None = None,
 ) -> VariationalAlgorithm:
     """Synchronous CVB0 as a variational algorithm (one step = one full pass).
 
@@ -342,7 +342,7 @@ def cvb0(
         network to share one compilation).
     init : {"assortative", "random"}
         Starting :math:`\\gamma` (see :func:`init`). CVB0 finds a local optimum.
-    log_likelihood : bool, optional
+    pointwise_log_likelihood : bool, optional
         Store the pointwise log-likelihood of every observed pair under every draw (the
         ``log_likelihood`` group, with ``observed_data``); default: on up to 20000 observed
         pairs.
@@ -376,7 +376,7 @@ def cvb0(
         likelihood=likelihood, chunk=int(chunk), store=bool(store_gamma), ymax=ymax, init=init
     )
     sample, spec = _variational_output(
-        data, hyper, likelihood, log_likelihood, f"wmmsb.cvb0.{likelihood}", static
+        data, hyper, likelihood, pointwise_log_likelihood, f"wmmsb.cvb0.{likelihood}", static
     )
     return VariationalAlgorithm(
         init=bind(_init, data, hyper, **static),

@@ -391,7 +391,7 @@ def scvb0(
     eval_every: int = 100,
     patience: int = 3,
     tol: float = 1e-4,
-    log_likelihood: bool | None = None,
+    pointwise_log_likelihood: bool | None = None,
 ) -> VariationalAlgorithm:
     r"""Stochastic CVB0 as a variational algorithm.
 
@@ -429,7 +429,7 @@ def scvb0(
         Evaluate the validation log-likelihood every ``eval_every`` steps; stop after
         ``patience`` evaluations without a relative improvement of ``tol >= 0``.
     tol : float
-    log_likelihood : bool, optional
+    pointwise_log_likelihood : bool, optional
         Store the pointwise log-likelihood of the observed pairs under every draw (default:
         on up to 20000 observed pairs; the zeros of ``zeros="none"`` data are not listed, so
         only the explicit pairs are).
@@ -482,7 +482,7 @@ def scvb0(
         data,
         hyper,
         likelihood,
-        log_likelihood,
+        pointwise_log_likelihood,
         f"wmmsb.scvb0.{likelihood}",
         {k: v for k, v in static.items() if k != "schedule"},
     )
