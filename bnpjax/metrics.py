@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bnpjax.infer.checks import check_integer
+
 __all__ = ["log_mean_exp", "mae", "nmae", "nmae_uniform", "rmse", "roc_auc"]
 
 
@@ -67,8 +69,7 @@ def log_mean_exp(log_values, axis=0) -> np.ndarray:
 def nmae_uniform(y_true, y_pred, *, num_levels: int) -> float:
     """MAE divided by the expected MAE of guessing uniformly at random on ``1..L`` for
     uniformly distributed ratings, :math:`\\sum_{k=2}^{L} k(k-1) / L^2` (1.6 for L = 5): the
-    NMAE of Marlin (2004) and of the M3F papers (``../shared/design/m3f.md``)."""
-    if isinstance(num_levels, bool) or not isinstance(num_levels, int) or num_levels < 2:
-        raise ValueError(f"num_levels must be an integer >= 2, got {num_levels!r}")
+    NMAE of Marlin (2004) and of the M3F papers (Xu, Zhu & Zhang 2013)."""
+    check_integer(num_levels, "num_levels", 2)
     expected = sum(k * (k - 1) for k in range(2, num_levels + 1)) / num_levels**2
     return mae(y_true, y_pred) / expected

@@ -1,33 +1,56 @@
-"""Inference machinery shared by every model: the kernel protocol, the driver, ArviZ output.
+"""Inference machinery shared by every model.
 
+The algorithm types (:class:`SamplingAlgorithm` for Markov chains,
+:class:`VariationalAlgorithm` for optimisers), the two drivers (:func:`sample` / :func:`run`
+and :func:`fit` / :func:`fit_run`), capacity growth of feature buffers, checkpoints, the
+model-agnostic predictive (:func:`map_draws`), the ArviZ adapter and the NumPyro bridge.
 The driver knows no model; models know no driver.
 """
 
 from bnpjax.infer.arviz_adapter import groups_to_inference_data, pooled_draws, to_inference_data
-from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, default_trace, pad_axis
-from bnpjax.infer.checkpoint import Checkpoint, load_checkpoint, resume, save_checkpoint
+from bnpjax.infer.base import (
+    ArvizSpec,
+    CapacityGrowth,
+    SamplingAlgorithm,
+    bind,
+    default_trace,
+    pad_axis,
+)
+from bnpjax.infer.capacity import growable, pad_fields
+from bnpjax.infer.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from bnpjax.infer.driver import (
     SamplingResult,
     clear_compile_cache,
     compile_count,
+    resume,
     run,
     sample,
 )
+from bnpjax.infer.predictive import map_draws
+from bnpjax.infer.variational import FitResult, VariationalAlgorithm, fit, fit_run
 
 __all__ = [
     "ArvizSpec",
+    "CapacityGrowth",
     "Checkpoint",
+    "FitResult",
     "NumPyroKernel",
     "SamplingAlgorithm",
     "SamplingResult",
+    "VariationalAlgorithm",
     "bind",
     "clear_compile_cache",
     "compile_count",
     "default_trace",
+    "fit",
+    "fit_run",
     "groups_to_inference_data",
+    "growable",
     "load_checkpoint",
+    "map_draws",
     "mcmc_to_inference_data",
     "pad_axis",
+    "pad_fields",
     "pooled_draws",
     "resume",
     "run",

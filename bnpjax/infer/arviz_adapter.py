@@ -62,6 +62,12 @@ def _attr_value(value: Any):
     return json.dumps(_jsonable(value))
 
 
+def _storable(value) -> np.ndarray:
+    """Booleans (active masks) as int8: ArviZ's plots and NumPyro's summary refuse bools."""
+    array = np.asarray(value)
+    return array.astype(np.int8) if array.dtype == np.bool_ else array
+
+
 def groups_to_inference_data(
     groups: dict[str, dict[str, Any]],
     *,
@@ -73,7 +79,7 @@ def groups_to_inference_data(
     ``(chain, draw)``). Empty groups are left out; non-finite log-likelihood values are kept."""
     az = _arviz()
     attrs = {k: _attr_value(v) for k, v in (attrs or {}).items()}
-    present = {g: {k: np.asarray(v) for k, v in d.items()} for g, d in groups.items() if d}
+    present = {g: {k: _storable(v) for k, v in d.items()} for g, d in groups.items() if d}
     dims = {k: list(v) for k, v in (dims or {}).items()}
     coords = {k: list(v) for k, v in (coords or {}).items()}
     # dims referring to variables that are absent are harmless; unused coords are not.

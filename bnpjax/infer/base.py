@@ -25,7 +25,8 @@ Info conventions read by the driver (all optional):
 ``capacity_exceeded`` (bool) and ``capacity_needed`` (int)
     a step that would have needed more room than the fixed-capacity buffer had. The driver
     then grows the buffer (via ``resize`` / ``grow_state``) and re-runs the chunk from its saved
-    start state, so the kept chain is that of an unbounded sampler.
+    start state, so the kept chain is that of an unbounded sampler
+    (:mod:`bnpjax.infer.capacity`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import numpy as np
 
 __all__ = [
     "ArvizSpec",
+    "CapacityGrowth",
     "SamplingAlgorithm",
     "bind",
     "concrete_or_none",
@@ -73,24 +75,49 @@ class ArvizSpec(NamedTuple):
     settings: Mapping[str, Any] = {}
 
 
+class CapacityGrowth(NamedTuple):
+    """How the driver grows a kernel's fixed-capacity feature buffer.
+
+    Built by :func:`bnpjax.infer.capacity.growable`; models never fill it by hand.
+
+    Attributes
+    ----------
+    capacity
+        the buffer size the kernel was built for.
+    resize
+        ``resize(new_capacity) -> SamplingAlgorithm``: the same kernel at a larger capacity.
+    grow_state
+        ``grow_state(state, new_capacity) -> state``: one chain's state padded to it.
+    """
+
+    capacity: int
+    resize: Callable[[int], SamplingAlgorithm]
+    grow_state: Callable[[State, int], State]
+
+
 class SamplingAlgorithm(NamedTuple):
-    """A sampler: ``init(key) -> State`` and ``step(key, state) -> (State, Info)``.
+    """A Markov chain Monte Carlo kernel and what the driver needs to run it.
 
-    Optional fields:
+    What a kernel is (the BlackJAX shape):
 
+    ``init``
+        ``init(key) -> State``.
+    ``step``
+        ``step(key, state) -> (State, Info)``, leaving the target invariant.
     ``warmup_step``
         used instead of ``step`` during warmup (adaptation of proposal scales and the like);
         the kept chain uses ``step`` only, so adaptation never breaks detailed balance of the
         kept draws.
+
+    What the driver needs:
+
     ``trace``
         ``trace(state, info) -> Trace``: what to keep per draw (defaults to
         :func:`default_trace`). Runs inside the compiled program, only at kept draws.
     ``spec``
         an :class:`ArvizSpec` naming the output.
-    ``capacity``, ``resize``, ``grow_state``
-        for fixed-capacity buffers: the current capacity, a function returning the same
-        algorithm built for a larger capacity, and a function padding one chain's state to
-        that capacity.
+    ``growth``
+        a :class:`CapacityGrowth` for kernels with a fixed-capacity buffer (None otherwise).
     """
 
     init: Callable[[PRNGKey], State]
@@ -98,9 +125,12 @@ class SamplingAlgorithm(NamedTuple):
     warmup_step: Callable[[PRNGKey, State], tuple[State, Info]] | None = None
     trace: Callable[[State, Info], Trace] | None = None
     spec: ArvizSpec = ArvizSpec()
-    capacity: int | None = None
-    resize: Callable[[int], SamplingAlgorithm] | None = None
-    grow_state: Callable[[State, int], State] | None = None
+    growth: CapacityGrowth | None = None
+
+    @property
+    def capacity(self) -> int | None:
+        """The feature buffer's size, or None for a kernel of fixed dimension."""
+        return None if self.growth is None else self.growth.capacity
 
 
 def _fields(tree) -> dict[str, Any]:

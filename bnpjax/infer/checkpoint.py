@@ -9,7 +9,7 @@ exactly what the uninterrupted run would have drawn (tested)::
     result = bnpjax.infer.run(kernel, key, 500, num_chains=4, checkpoint_path="fit.npz")
     # ... later, or after a crash (the file holds the state after the last finished chunk):
     ckpt = bnpjax.infer.load_checkpoint("fit.npz", kernel)
-    idata = bnpjax.infer.resume(ckpt, 1000)       # 1000 more draws of the same chains
+    idata = bnpjax.infer.resume(ckpt, 1000)  # 1000 more draws (bnpjax.infer.driver.resume)
 
 ``run(..., checkpoint_path=...)`` rewrites the file after every compiled chunk (atomically:
 written beside it, then renamed), so at most one chunk of work is lost. The file is a NumPy
@@ -29,7 +29,7 @@ import numpy as np
 
 from bnpjax.infer.base import SamplingAlgorithm
 
-__all__ = ["Checkpoint", "load_checkpoint", "resume", "save_checkpoint"]
+__all__ = ["Checkpoint", "load_checkpoint", "save_checkpoint"]
 
 _FORMAT = "bnpjax-checkpoint-1"
 
@@ -115,12 +115,12 @@ def load_checkpoint(path, algorithm: SamplingAlgorithm) -> Checkpoint:
         )
     capacity = meta["capacity"]
     if capacity is not None and algorithm.capacity != capacity:
-        if algorithm.resize is None:
+        if algorithm.growth is None:
             raise ValueError(
                 f"the checkpoint has capacity {capacity}, the kernel {algorithm.capacity}, "
                 "and the kernel cannot be resized"
             )
-        algorithm = algorithm.resize(capacity)
+        algorithm = algorithm.growth.resize(capacity)
     num_chains = meta["num_chains"]
     keys = jax.random.split(jax.random.key(0), num_chains)
     template = jax.eval_shape(jax.vmap(algorithm.init), keys)
@@ -146,27 +146,4 @@ def load_checkpoint(path, algorithm: SamplingAlgorithm) -> Checkpoint:
         key,
         int(num_chains),
         max(int(meta.get("warmup_end", 0)) - int(meta["num_steps"]), 0),
-    )
-
-
-def resume(checkpoint: Checkpoint, num_samples: int, **kwargs):
-    """Continue the chains of ``checkpoint`` for ``num_samples`` more draws and return
-    :class:`arviz.InferenceData` (keywords as for :func:`bnpjax.sample`: ``thin``,
-    ``progress_bar``, ``chunk_size``, ``checkpoint_path``, ...). A checkpoint taken during
-    warmup first finishes the warmup (``num_warmup`` defaults to the steps it had left). The
-    draws are those the uninterrupted run would have made after the checkpoint's step."""
-    from bnpjax.infer.driver import sample
-
-    for name in ("initial_state", "start_step", "num_chains"):
-        if name in kwargs:
-            raise ValueError(f"{name} comes from the checkpoint")
-    kwargs.setdefault("num_warmup", checkpoint.num_warmup_left)
-    return sample(
-        checkpoint.algorithm,
-        checkpoint.key,
-        num_samples,
-        num_chains=checkpoint.num_chains,
-        initial_state=checkpoint.state,
-        start_step=checkpoint.start_step,
-        **kwargs,
     )

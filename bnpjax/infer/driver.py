@@ -37,9 +37,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from bnpjax.infer.arviz_adapter import to_inference_data
 from bnpjax.infer.base import SamplingAlgorithm, Trace, default_trace
+from bnpjax.infer.checkpoint import Checkpoint, save_checkpoint
+from bnpjax.infer.checks import check_integer
 
-__all__ = ["SamplingResult", "compile_count", "run", "sample"]
+__all__ = ["SamplingResult", "compile_count", "resume", "run", "sample"]
 
 #: Default number of chunks a run is cut into (progress updates, growth checkpoints).
 DEFAULT_NUM_CHUNKS = 20
@@ -271,14 +274,6 @@ def _kernel_functions(algorithm: SamplingAlgorithm) -> _KernelFunctions:
     )
 
 
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def _check_key(key) -> jax.Array:
     """``key`` as a JAX array if it is one PRNG key: a typed key (``jax.random.key``, shape
     ()) or a legacy ``jax.random.PRNGKey`` (uint32, shape (2,)); else ``ValueError``."""
@@ -315,16 +310,17 @@ def _seed_of(key) -> list[int]:
 
 
 def _grow(algorithm: SamplingAlgorithm, states, needed: int):
-    if algorithm.resize is None or algorithm.grow_state is None or algorithm.capacity is None:
+    growth = algorithm.growth
+    if growth is None:
         raise RuntimeError(
-            f"kernel {algorithm.spec.name!r} ran out of capacity but provides no resize/"
-            "grow_state; set a larger capacity"
+            f"kernel {algorithm.spec.name!r} ran out of capacity but cannot grow (no "
+            "bnpjax.infer.capacity.growable); set a larger capacity"
         )
-    new_capacity = max(2 * algorithm.capacity, int(needed))
-    grown = algorithm.resize(new_capacity)
+    new_capacity = max(2 * growth.capacity, int(needed))
+    grown = growth.resize(new_capacity)
     if grown.capacity != new_capacity:
         raise RuntimeError(f"resize({new_capacity}) returned capacity {grown.capacity}")
-    states = jax.vmap(lambda s: algorithm.grow_state(s, new_capacity))(states)
+    states = jax.vmap(lambda s: growth.grow_state(s, new_capacity))(states)
     return grown, states
 
 
@@ -449,15 +445,15 @@ def run(
         raise ValueError(
             f"algorithm must be a bnpjax.infer.SamplingAlgorithm, got {type(algorithm).__name__}"
         )
-    num_samples = _check_int("num_samples", num_samples, 1)
-    num_warmup = _check_int("num_warmup", num_warmup, 0)
-    thin = _check_int("thin", thin, 1)
-    num_chains = _check_int("num_chains", num_chains, 1)
-    start_step = _check_int("start_step", start_step, 0)
+    num_samples = check_integer(num_samples, "num_samples", 1)
+    num_warmup = check_integer(num_warmup, "num_warmup", 0)
+    thin = check_integer(thin, "thin", 1)
+    num_chains = check_integer(num_chains, "num_chains", 1)
+    start_step = check_integer(start_step, "start_step", 0)
     total_steps = num_warmup + num_samples * thin
     if chunk_size is None:
         chunk_size = max(1, math.ceil(total_steps / DEFAULT_NUM_CHUNKS))
-    chunk_size = _check_int("chunk_size", chunk_size, 1)
+    chunk_size = check_integer(chunk_size, "chunk_size", 1)
     if total_steps + start_step >= 2**31:
         raise ValueError("the run is too long for 32-bit step indices")
 
@@ -482,7 +478,6 @@ def run(
 
     on_chunk = None
     if checkpoint_path is not None:
-        from bnpjax.infer.checkpoint import save_checkpoint
 
         def on_chunk(algorithm_now, states_now, steps_done):
             save_checkpoint(
@@ -608,8 +603,6 @@ def sample(
         ``log_likelihood`` and ``observed_data``; ``attrs`` record the seed, the kernel, its
         settings, timings and package versions.
     """
-    from bnpjax.infer.arviz_adapter import to_inference_data
-
     result = run(
         algorithm,
         key,
@@ -624,3 +617,24 @@ def sample(
         checkpoint_path=checkpoint_path,
     )
     return to_inference_data(result)
+
+
+def resume(checkpoint: Checkpoint, num_samples: int, **kwargs):
+    """Continue the chains of ``checkpoint`` for ``num_samples`` more draws and return
+    :class:`arviz.InferenceData` (keywords as for :func:`bnpjax.sample`: ``thin``,
+    ``progress_bar``, ``chunk_size``, ``checkpoint_path``, ...). A checkpoint taken during
+    warmup first finishes the warmup (``num_warmup`` defaults to the steps it had left). The
+    draws are those the uninterrupted run would have made after the checkpoint's step."""
+    for name in ("initial_state", "start_step", "num_chains"):
+        if name in kwargs:
+            raise ValueError(f"{name} comes from the checkpoint")
+    kwargs.setdefault("num_warmup", checkpoint.num_warmup_left)
+    return sample(
+        checkpoint.algorithm,
+        checkpoint.key,
+        num_samples,
+        num_chains=checkpoint.num_chains,
+        initial_state=checkpoint.state,
+        start_step=checkpoint.start_step,
+        **kwargs,
+    )

@@ -1,7 +1,7 @@
 r"""Log-determinants and quadratic forms of equicorrelation matrices for all sizes at once.
 
-For :math:`d = a - b` the :math:`k \times k` equicorrelation matrix (seed
-``../shared/seeds/001_5b97c3640b159855.txt`` eq. (29))
+For :math:`d = a - b` the :math:`k \times k` equicorrelation matrix (Xu, Zhu & Zhang 2013,
+*Fast max-margin matrix factorization with data augmentation*, ICML, Appendix A, eq. 29)
 
 .. math::
 
@@ -45,7 +45,7 @@ __all__ = [
 def equicorrelation_terms(a_minus_b, b, kappa: int) -> tuple[jax.Array, jax.Array]:
     r"""Return ``(log det X_k, 1^T X_k^{-1} 1)`` for ``k = 0..kappa``, given ``d = a - b``.
 
-    Implements seed ``../shared/seeds/001_5b97c3640b159855.txt`` eqs. (31) and (33) with
+    Implements Xu, Zhu & Zhang (2013), Appendix A, eqs. (31) and (33), with
     :math:`X_k = d I_k + b \mathbf 1 \mathbf 1^\top`:
 
     .. math::
@@ -99,7 +99,7 @@ def equicorrelation_terms(a_minus_b, b, kappa: int) -> tuple[jax.Array, jax.Arra
 def equicorrelation_logdet(a, b, kappa: int) -> jax.Array:
     r"""Return :math:`\log\det X_k` for :math:`X_k = (a-b) I_k + b \mathbf 1 \mathbf 1^\top`.
 
-    Seed ``../shared/seeds/001_5b97c3640b159855.txt`` eq. (31),
+    Xu, Zhu & Zhang (2013), Appendix A, eq. (31),
     :math:`\delta_k = (a - b)^{k-1}(k b + a - b)`, evaluated for all :math:`k = 0..\kappa` as
     :math:`k \log(a-b) + \operatorname{log1p}(k b / (a - b))` (see
     :func:`equicorrelation_terms` for the numerics and the values outside the domain).
@@ -116,7 +116,7 @@ def equicorrelation_logdet(a, b, kappa: int) -> jax.Array:
 def equicorrelation_quadratic_form(a, b, kappa: int) -> jax.Array:
     r"""Return :math:`\mathbf 1_k^\top X_k^{-1} \mathbf 1_k = k / (k b + a - b)`, ``k = 0..kappa``.
 
-    Seed ``../shared/seeds/001_5b97c3640b159855.txt`` eq. (33) (from Cramer's rule, eq. (32)),
+    Xu, Zhu & Zhang (2013), Appendix A, eq. (33) (from Cramer's rule, eq. (32)),
     for :math:`X_k = (a-b) I_k + b \mathbf 1 \mathbf 1^\top`. Requires :math:`a > b` and
     :math:`a - b + k b > 0`; entries where :math:`X_k` is not positive definite are ``nan``.
     Shape ``broadcast(a, b).shape + (kappa + 1,)``; 0 at :math:`k = 0`. ``kappa`` is a static

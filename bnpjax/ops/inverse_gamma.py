@@ -1,6 +1,7 @@
 r"""Inverse-Gamma draws: :math:`x = b / g` with :math:`g \sim \mathrm{Gamma}(a, 1)` is
 :math:`\mathrm{InvGamma}(a, b)` (shape ``a``, scale ``b``), the conjugate conditional of a Gaussian
-variance (seed 004's :math:`\sigma^2` updates; the IBP model's :math:`\sigma_X^2, \sigma_A^2`)."""
+variance (the factorization machine's :math:`\sigma^2` updates; the IBP model's
+:math:`\sigma_X^2, \sigma_A^2`)."""
 
 import jax
 import jax.numpy as jnp

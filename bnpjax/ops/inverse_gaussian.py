@@ -6,10 +6,11 @@ r"""Inverse Gaussian (Wald) distribution with mean :math:`\mu` and shape :math:`
         \exp\!\Big(-\frac{\lambda (x - \mu)^2}{2 \mu^2 x}\Big), \qquad x > 0,
 
 with :math:`E[x] = \mu` and :math:`\mathrm{Var}[x] = \mu^3/\lambda`. In max-margin samplers
-with Polson-Scott data augmentation (the :math:`\lambda_{ijr}` of seed
-``../shared/seeds/001_5b97c3640b159855.txt``, Appendix A) the inverse augmentation variables have
-inverse Gaussian full conditionals. Not to be confused with the inverse *gamma*
-:math:`\mathcal{IG}` of seed ``004_530d5665a5aa3b14.txt``. In scipy's parametrization this is
+with Polson-Scott data augmentation (the :math:`\lambda_{ijr}` of Xu, Zhu &
+Zhang 2013, *Fast max-margin matrix factorization with data augmentation*, ICML) the inverse
+augmentation variables have inverse Gaussian full conditionals. Not to be confused with the
+inverse *gamma* :math:`\mathcal{IG}` of the Bayesian factorization machine's variances. In
+scipy's parametrization this is
 ``invgauss(mu / lambda, scale=lambda)``.
 """
 

@@ -1,7 +1,8 @@
 r"""Sherman-Morrison rank-one updates of an inverse and of a log-determinant.
 
-The collapsed Gibbs sampler of the linear-Gaussian latent feature model with an IBP prior (seed
-``../shared/seeds/002_c2a7c7ffebfd8867.txt``, after Griffiths & Ghahramani 2011) needs
+The collapsed Gibbs sampler of the linear-Gaussian latent feature model with an IBP prior
+(Griffiths & Ghahramani 2011, *The Indian buffet process: an introduction and review*, JMLR 12)
+needs
 :math:`M = Z^\top Z + \frac{\sigma_X^2}{\sigma_A^2} I` with row :math:`z_i` removed and put back,
 :math:`M_{-i} = M - z_i z_i^\top`. Updating :math:`M^{-1}` and :math:`\log|M|` costs
 :math:`O(K^2)` instead of the :math:`O(K^3)` of a fresh factorization.

@@ -1,15 +1,17 @@
 r"""The Indian buffet process prior, ``Z ~ IBP(alpha)``.
 
-Source: ``../shared/seeds/002_c2a7c7ffebfd8867.txt``.
+Reference: Griffiths & Ghahramani (2011), *The Indian buffet process: an introduction and
+review*, JMLR 12, 1185-1224.
 
 A draw is an ``N x infinity`` binary matrix with finitely many non-zero columns. bnpjax stores it
 in a fixed-capacity buffer: ``Z`` of shape ``(N, capacity)`` and the column mask
 ``active = Z.sum(0) > 0``; inactive columns are all zero. Column order carries no meaning.
 
-Generative process (seed 002, "The Indian Buffet Process"): customer ``i = 1..N`` takes each
-previously sampled dish ``k`` with probability ``m_k / i`` and ``Poisson(alpha / i)`` new dishes.
+Generative process (Griffiths & Ghahramani 2011, "The Indian Buffet Process"): customer
+``i = 1..N`` takes each previously sampled dish ``k`` with probability ``m_k / i`` and
+``Poisson(alpha / i)`` new dishes.
 
-Probability of a matrix (seed 002, the equation after Figure 2.1):
+Probability of a matrix (Griffiths & Ghahramani 2011, the equation after Figure 2.1):
 
 .. math::
 
@@ -22,8 +24,8 @@ left-ordered-form equivalence class :math:`[Z]` (Griffiths & Ghahramani 2011, eq
 distribution of column-exchangeable statistics, replaces :math:`\prod_i K_1^{(i)}!` by
 :math:`\prod_{h} K_h!`, :math:`K_h` the number of columns with history ``h``.
 
-Gibbs conditionals (seed 002, "Gibbs Sampler for Indian Buffet Process", with the exchangeable
-form the INDEX notes): an existing column with :math:`m_{-i,k} > 0` has
+Gibbs conditionals (Griffiths & Ghahramani 2011, "Gibbs Sampler for Indian Buffet Process", in
+the exchangeable form): an existing column with :math:`m_{-i,k} > 0` has
 :math:`P(z_{ik} = 1 \mid Z_{-(ik)}) = m_{-i,k} / N`; row ``i`` then takes
 :math:`\mathrm{Poisson}(\alpha / N)` new columns in place of its singletons.
 
@@ -43,8 +45,8 @@ of them per row, independently across rows. So a sweep can redraw each shared co
 rows at once and then every row's singletons at once.
 
 Hyperprior: :math:`\alpha \sim \mathrm{Gamma}(a, \text{rate } b)` gives
-:math:`\alpha \mid Z \sim \mathrm{Gamma}(a + K_+, \text{rate } b + H_N)` (seed 002, last
-equation, where the seed's ``b`` is a scale: rate = 1 / scale).
+:math:`\alpha \mid Z \sim \mathrm{Gamma}(a + K_+, \text{rate } b + H_N)` (Griffiths &
+Ghahramani 2011, last equation, where ``b`` is a scale: rate = 1 / scale).
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def harmonic_number(n) -> jax.Array:
 
 def sample_buffet(key, alpha, num_rows: int, capacity: int) -> IBPDraw:
     """Draw ``Z ~ IBP(alpha)`` by the buffet process (module docstring), customers in order:
-    seed 002 (``../shared/seeds/002_c2a7c7ffebfd8867.txt``), "The Indian Buffet Process",
+    Griffiths & Ghahramani (2011), section "The Indian buffet process":
     customer ``i`` takes dish ``k`` with probability ``m_k / i`` and ``Poisson(alpha / i)`` new
     dishes.
 
@@ -142,7 +144,8 @@ def log_prob(Z, alpha, *, form: str = "lof") -> jax.Array:
 
     ``form="lof"``: of its left-ordered-form equivalence class (``prod_h K_h!``), the
     probability of everything invariant to column order; ``form="buffet"``: of the matrix as
-    the buffet process generates it (seed 002's formula, ``prod_i K_1^(i)!``), for ``Z`` whose
+    the buffet process generates it (Griffiths & Ghahramani's formula, ``prod_i K_1^(i)!``),
+    for ``Z`` whose
     columns are in order of first appearance. All-zero columns are ignored, so padded buffers
     are accepted. Costs ``O(N K^2)`` for "lof" (columns compared pairwise).
     """
@@ -176,14 +179,15 @@ def log_prob(Z, alpha, *, form: str = "lof") -> jax.Array:
 
 
 def alpha_posterior(num_active, num_rows, shape, rate) -> tuple[jax.Array, jax.Array]:
-    """Shape and rate of ``alpha | Z ~ Gamma(shape + K_+, rate + H_N)`` (seed 002)."""
+    """Shape and rate of ``alpha | Z ~ Gamma(shape + K_+, rate + H_N)`` (Griffiths &
+    Ghahramani 2011)."""
     return shape + num_active, rate + harmonic_number(num_rows)
 
 
 def sample_alpha(key, num_active, num_rows, shape, rate) -> jax.Array:
     """Draw ``alpha | Z`` from its conjugate Gamma conditional (:func:`alpha_posterior`):
-    ``../shared/seeds/002_c2a7c7ffebfd8867.txt``, last equation, ``alpha | Z ~ Gamma(a + K_+,
-    (1/b + H_N)^-1)`` with the seed's scale ``b``; here ``rate`` is ``1/b``."""
+    Griffiths & Ghahramani (2011), ``alpha | Z ~ Gamma(a + K_+, (1/b + H_N)^-1)`` with the
+    paper's scale ``b``; here ``rate`` is ``1/b``."""
     a, b = alpha_posterior(num_active, num_rows, shape, rate)
     dtype = jnp.result_type(float)
     return jax.random.gamma(key, jnp.asarray(a, dtype), dtype=dtype) / b
@@ -191,7 +195,8 @@ def sample_alpha(key, num_active, num_rows, shape, rate) -> jax.Array:
 
 def new_feature_log_prior(alpha, num_rows, kappa: int) -> jax.Array:
     """Log prior of ``k = 0..kappa`` new features for one row: Poisson(alpha / N) truncated at
-    ``kappa`` (seed 002; the truncation level of seed 001), shape ``(..., kappa + 1)``."""
+    ``kappa`` (Griffiths & Ghahramani 2011; the truncation level of Xu, Zhu & Zhang 2013),
+    shape ``(..., kappa + 1)``."""
     k = jnp.arange(kappa + 1)
     rate = jnp.asarray(alpha, jnp.result_type(float)) / num_rows
     return truncated_poisson_log_pmf(k, rate[..., None], kappa)
@@ -230,9 +235,8 @@ def feature_log_odds(key, z_k, reference_count=0.0, num_reference_rows=0) -> jax
     round to 1 in float32.
 
     The beta-process representation behind it (module docstring, "Row-parallel samplers") is
-    not in the seeds; it agrees with the Gibbs prior of
-    ``../shared/seeds/002_c2a7c7ffebfd8867.txt`` ("Gibbs Sampler for Indian Buffet Process"):
-    integrating ``pi_k`` out of ``Bernoulli(pi_k)`` gives ``m_{-i,k} / N`` (INDEX's correction).
+    agrees with the Gibbs prior of Griffiths & Ghahramani (2011): integrating ``pi_k`` out of
+    ``Bernoulli(pi_k)`` gives ``m_{-i,k} / N``, the exchangeable form.
 
     ``reference_count`` and ``num_reference_rows`` add rows held fixed outside ``z_k`` (new
     customers of a buffet whose first ``num_reference_rows`` customers are known): ``m_k``
@@ -252,8 +256,8 @@ def sample_nonempty_column(key, log_odds) -> jax.Array:
     The row-parallel IBP samplers (Zhang, Dubey & Williamson 2017's hybrid scheme) redraw an
     instantiated column ``z_k | pi_k`` this way: the feature is a point of a Poisson process
     whose column is non-empty by definition (module docstring), so its column is drawn
-    conditioned on staying non-empty. This is the instantiated counterpart of seed 002's
-    (``../shared/seeds/002_c2a7c7ffebfd8867.txt``) Gibbs step for an existing column, where a
+    conditioned on staying non-empty. This is the instantiated counterpart of the Gibbs step
+    of Griffiths & Ghahramani (2011) for an existing column, where a
     column left with ``m_{-i,k} = 0`` is deleted, not redrawn."""
     key_first, key_rest = jax.random.split(key)
     log_q = -jax.nn.softplus(-log_odds)

@@ -1,8 +1,8 @@
 r"""The Indian buffet process as a NumPyro distribution, for use inside NumPyro models.
 
 ``IndianBuffetProcess(alpha, num_rows, capacity)`` is a distribution over ``num_rows x
-capacity`` binary matrices: an IBP draw (``../shared/seeds/002_c2a7c7ffebfd8867.txt``, "The
-Indian Buffet Process") stored in bnpjax's fixed-capacity buffer, active columns first, the
+capacity`` binary matrices: an IBP draw (Griffiths & Ghahramani 2011, section "The Indian
+buffet process") stored in bnpjax's fixed-capacity buffer, active columns first, the
 rest zero. Its ``log_prob`` is the log probability of the matrix's left-ordered-form
 equivalence class (Griffiths & Ghahramani 2011, eq. 14; :func:`bnpjax.priors.ibp.log_prob`),
 
@@ -20,7 +20,7 @@ differentiable in ``alpha``, so NUTS can infer alpha from observed features::
         alpha = numpyro.sample("alpha", dist.Gamma(2.0, 1.0))
         numpyro.sample("Z", IndianBuffetProcess(alpha, *Z.shape), obs=Z)
 
-(whose posterior is ``Gamma(2 + K_+, 1 + H_N)``, seed 002's last equation: tested).
+(whose posterior is ``Gamma(2 + K_+, 1 + H_N)``, Griffiths & Ghahramani 2011: tested).
 
 Capacity. A draw has ``K_+ ~ Poisson(alpha H_N)`` columns. With ``capacity=None`` and a concrete
 ``alpha`` the buffer is :func:`capacity_for` ``(alpha, num_rows)``, which a draw overflows with
@@ -40,8 +40,8 @@ import numpy as np
 from numpyro.distributions import Distribution, constraints
 from scipy import stats
 
-from bnpjax._checks import check_integer
 from bnpjax.infer.base import concrete_or_none
+from bnpjax.infer.checks import check_integer
 from bnpjax.priors import ibp
 
 __all__ = ["IndianBuffetProcess", "capacity_for"]
@@ -50,7 +50,7 @@ __all__ = ["IndianBuffetProcess", "capacity_for"]
 def capacity_for(alpha: float, num_rows: int, tail: float = 1e-9) -> int:
     r"""The smallest buffer that an ``IBP(alpha)`` draw on ``num_rows`` rows overflows with
     probability at most ``tail``: the ``1 - tail`` quantile of
-    :math:`K_+ \sim \mathrm{Poisson}(\alpha H_N)` (seed 002: row ``i`` takes
+    :math:`K_+ \sim \mathrm{Poisson}(\alpha H_N)` (Griffiths & Ghahramani 2011: row ``i`` takes
     Poisson(alpha / i) new dishes), and at least 1."""
     num_rows = check_integer(num_rows, "num_rows")
     alpha = float(alpha)

@@ -1,5 +1,12 @@
-"""Harnesses that prove samplers right: Geweke's joint-distribution test and test kernels."""
+"""Harnesses that prove samplers right: Geweke's joint-distribution test, the table of
+Geweke cases run over the model protocol, and small test kernels with known targets."""
 
-from bnpjax.testing.geweke import GewekeResult, default_test_functions, geweke_test
+from bnpjax.testing.geweke import (
+    GewekeCase,
+    GewekeResult,
+    default_test_functions,
+    geweke_test,
+    run_geweke_case,
+)
 
-__all__ = ["GewekeResult", "default_test_functions", "geweke_test"]
+__all__ = ["GewekeCase", "GewekeResult", "default_test_functions", "geweke_test", "run_geweke_case"]

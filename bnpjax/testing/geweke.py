@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from statistics import NormalDist
 from typing import Any, NamedTuple
 
@@ -40,8 +40,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.base import SamplingAlgorithm
+from bnpjax.infer.checks import check_integer
 
-__all__ = ["GewekeResult", "default_test_functions", "geweke_test"]
+__all__ = [
+    "GewekeCase",
+    "GewekeResult",
+    "default_test_functions",
+    "geweke_test",
+    "run_geweke_case",
+]
 
 
 class GewekeResult(NamedTuple):
@@ -144,8 +151,7 @@ def geweke_test(
         ("burn_in", burn_in, 0),
         ("steps_per_iteration", steps_per_iteration, 1),
     ):
-        if not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        check_integer(value, name, minimum)
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     refresh = refresh if refresh is not None else (lambda data, state: state)
@@ -213,3 +219,69 @@ def geweke_test(
         out["ess_successive"][name] = float(ess)
     passed = all(abs(z) < threshold for z in out["z"].values())
     return GewekeResult(**out, threshold=threshold, passed=passed)
+
+
+class GewekeCase(NamedTuple):
+    """One row of the Geweke table: a kernel checked through its model's protocol.
+
+    Attributes
+    ----------
+    name
+        the row's id, e.g. ``"ibp_lg.collapsed_gibbs"``.
+    module
+        the model's ``geweke`` module: ``prior_sample(key, data, hyper, **settings)``,
+        ``data_sample(key, state, data, hyper, **settings)``, ``refresh(data, state,
+        **settings)``.
+    factory
+        ``factory(data, hyper, **settings) -> SamplingAlgorithm``, the kernel under test.
+    data
+        a data set fixing the design (sizes, covariates, masks); its observations are redrawn.
+    hyper
+        the hyperparameters passed to the protocol and the factory.
+    settings
+        the model settings passed to the protocol and the factory (``rank``, ``capacity``,
+        ``likelihood``, ...).
+    statistics
+        ``statistics(state, data) -> {name: scalar}`` (default: means of the state's fields).
+    broken_factory
+        the same kernel with one deliberate slip; the table checks that it fails by a wide
+        margin (None: no twin for this row, which the table reports).
+    num_marginal, num_successive, num_chains, steps_per_iteration, burn_in, seed
+        the simulators' sizes and the key.
+    """
+
+    name: str
+    module: Any
+    factory: Callable[..., SamplingAlgorithm]
+    data: Any
+    hyper: Any = None
+    settings: Mapping[str, Any] = {}
+    statistics: Callable[[Any, Any], dict] | None = None
+    broken_factory: Callable[..., SamplingAlgorithm] | None = None
+    num_marginal: int = 20_000
+    num_successive: int = 5_000
+    num_chains: int = 4
+    steps_per_iteration: int = 1
+    burn_in: int = 200
+    seed: int = 0
+
+
+def run_geweke_case(case: GewekeCase, *, broken: bool = False) -> GewekeResult:
+    """Run :func:`geweke_test` on ``case`` (on its broken twin with ``broken=True``)."""
+    module, hyper, settings = case.module, case.hyper, dict(case.settings)
+    factory = case.broken_factory if broken else case.factory
+    if factory is None:
+        raise ValueError(f"case {case.name!r} has no broken twin")
+    return geweke_test(
+        jax.random.key(case.seed),
+        prior_sample=lambda key: module.prior_sample(key, case.data, hyper, **settings),
+        data_sample=lambda key, state: module.data_sample(key, state, case.data, hyper, **settings),
+        kernel=lambda data: factory(data, hyper, **settings),
+        refresh=lambda data, state: module.refresh(data, state, **settings),
+        test_functions=case.statistics or default_test_functions,
+        num_marginal=case.num_marginal,
+        num_successive=case.num_successive,
+        num_chains=case.num_chains,
+        steps_per_iteration=case.steps_per_iteration,
+        burn_in=case.burn_in,
+    )

@@ -23,9 +23,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
+from bnpjax.infer.capacity import growable, pad_fields
+from bnpjax.infer.checks import check_integer, check_positive
 
 __all__ = ["BirthDeathInfo", "BirthDeathState", "poisson_birth_death"]
 
@@ -112,27 +113,22 @@ def _trace(state, info):
     }
 
 
-def _grow_state(state: BirthDeathState, capacity: int) -> BirthDeathState:
-    return BirthDeathState(pad_axis(state.values, 0, capacity), pad_axis(state.active, 0, capacity))
-
-
 def poisson_birth_death(rate: float = 3.0, *, capacity: int = 4) -> SamplingAlgorithm:
     """Birth-death MH sampler of a Poisson(``rate``) number of N(0, 1) features (module doc)."""
-    if not (np.isfinite(rate) and rate > 0):
-        raise ValueError(f"rate must be positive, got {rate}")
-    if not isinstance(capacity, int) or capacity < 1:
-        raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+    check_positive(rate, "rate")
+    capacity = check_integer(capacity, "capacity")
     rate_arr = jnp.asarray(rate, jnp.result_type(float))
-    return SamplingAlgorithm(
-        init=bind(_init, rate_arr, capacity=capacity),
-        step=bind(_step, rate_arr, capacity=capacity),
-        trace=_trace,
-        spec=ArvizSpec(
-            name="testing.poisson_birth_death",
-            dims={"values": ["feature"], "active": ["feature"]},
-            settings={"rate": float(rate)},
-        ),
-        capacity=capacity,
-        resize=lambda new_capacity: poisson_birth_death(rate, capacity=new_capacity),
-        grow_state=_grow_state,
-    )
+
+    def build(capacity):
+        return SamplingAlgorithm(
+            init=bind(_init, rate_arr, capacity=capacity),
+            step=bind(_step, rate_arr, capacity=capacity),
+            trace=_trace,
+            spec=ArvizSpec(
+                name="testing.poisson_birth_death",
+                dims={"values": ["feature"], "active": ["feature"]},
+                settings={"rate": float(rate)},
+            ),
+        )
+
+    return growable(build, capacity, pad_fields({"values": 0, "active": 0}))
