@@ -7,13 +7,13 @@ What is measured (``bnpjax.models.ibp_lg``):
   ``k_new = 0..kappa`` new features. Both are compared with brute force from the explicit
   collapsed marginal likelihood ``log p(X | Z)`` (Griffiths & Ghahramani 2011) and with
   bnpjax's own ``_collapsed_row`` (instrumented: its uniforms are pinned so that nothing flips,
-  and the log-odds and ``_new_feature_log_weights`` it computes are recorded). The maximum
+  and the log-odds and ``new_feature_log_weights`` it computes are recorded). The maximum
   absolute difference is printed and must be below 1e-8.
 * **Per-sweep time** for each size ``N x D`` of ``--sizes`` (default ``N`` in {100, 1000,
   10000}, ``D`` in {36, 500}, plus the bars data of ``bnpjax.datasets.bars``). Synthetic data
   are ``X = Z A + noise`` with 15 features (``Z`` Bernoulli(0.3), ``A`` N(0, 1), noise sd 0.5),
   so that ``K+`` stays around 15. Both bnpjax samplers start from the generating features and
-  run with alpha = 1, sigma_X = 0.5, sigma_A = 1 held fixed (``sample_alpha`` and
+  run with alpha = 1, sigma_X = 0.5, sigma_A = 1 held fixed (``alpha_prior=None`` and
   ``sample_sigma_*`` off), a feature buffer of ``--capacity`` slots, float32 on the default JAX
   device. bnpjax times its whole step (the ``Z`` sweep, the ``A | Z`` draw and the
   fixed-hyperparameter bookkeeping): ``SamplingResult.timings['sampling_s']`` per sweep,
@@ -45,6 +45,7 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
 import math
 import os
@@ -62,6 +63,9 @@ import bnpjax
 from bnpjax.datasets import bars
 from bnpjax.infer import run
 from bnpjax.models import ibp_lg
+
+# the collapsed sampler's module (ibp_lg.collapsed_gibbs is its factory)
+_collapsed = importlib.import_module("bnpjax.models.ibp_lg.collapsed_gibbs")
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
@@ -121,7 +125,7 @@ def numpy_collapsed_sweep(
 ) -> np.ndarray:
     """One collapsed Gibbs sweep over the rows of ``Z`` (N x K+, active columns only).
 
-    Per row ``i`` (the bnpjax algorithm, module docstring of ``bnpjax.models.ibp_lg``):
+    Per row ``i`` (the bnpjax algorithm, ``bnpjax.models.ibp_lg.collapsed_gibbs``):
 
     1. remove row ``i``: Sherman-Morrison downdate of ``M^-1`` and ``mu``, ``O(K^2 + KD)``;
        the columns only row ``i`` uses (its singletons) get the prior block ``I / ratio``;
@@ -298,11 +302,11 @@ def brute_force_conditionals(Z, X, i, sigma_x, sigma_a, alpha, kappa):
 def bnpjax_conditionals(Z, X, i, sigma_x, sigma_a, alpha, kappa):
     """The same quantities from bnpjax's ``_collapsed_row`` in float64, run eagerly with its
     uniforms pinned at 1 (no flip is taken) while recording the log-odds it passes to
-    ``jax.nn.softplus`` and the output of ``_new_feature_log_weights``."""
+    ``jax.nn.softplus`` and the output of ``new_feature_log_weights``."""
     N, D = X.shape
     capacity = Z.shape[1] + kappa + 1
     recorded = {"flip": [], "new": None}
-    originals = (ibp_lg._new_feature_log_weights, jax.nn.softplus)
+    originals = (_collapsed.new_feature_log_weights, jax.nn.softplus)
 
     def softplus(x):  # each flip scores -softplus(-log_odds) once, in slot order
         recorded["flip"].append(-float(x))
@@ -317,16 +321,16 @@ def bnpjax_conditionals(Z, X, i, sigma_x, sigma_a, alpha, kappa):
         Zj = jnp.zeros((N, capacity)).at[:, : Z.shape[1]].set(jnp.asarray(Z))
         Xj = jnp.asarray(X)
         ratio = jnp.asarray((sigma_x / sigma_a) ** 2)
-        chol, mu = ibp_lg._posterior_A(Zj, Xj, ratio)
+        chol, mu = _collapsed.posterior_A(Zj, Xj, ratio)
         Minv = cho_solve((chol, True), jnp.eye(capacity))
         carry = (Zj, Zj.sum(0), Minv, mu, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
         # uniforms pinned at 1: no flip is taken, so every flip is scored from the same state
         xs = (i, jnp.ones(capacity), jnp.zeros(kappa + 1))
-        ibp_lg._new_feature_log_weights = new_weights
+        _collapsed.new_feature_log_weights = new_weights
         jax.nn.softplus = softplus
         try:
             with jax.disable_jit():
-                ibp_lg._collapsed_row(
+                _collapsed._collapsed_row(
                     carry,
                     xs,
                     X=Xj,
@@ -339,7 +343,7 @@ def bnpjax_conditionals(Z, X, i, sigma_x, sigma_a, alpha, kappa):
                     kappa=kappa,
                 )
         finally:
-            ibp_lg._new_feature_log_weights = originals[0]
+            _collapsed.new_feature_log_weights = originals[0]
             jax.nn.softplus = originals[1]
     held = [k for k in range(Z.shape[1]) if Z[:, k].sum() - Z[i, k] > 0]
     recorded["flip"] = dict(zip(held, recorded["flip"], strict=True))
@@ -471,12 +475,13 @@ def timing(args, key) -> list[dict]:
             alpha=ALPHA,
             sigma_x=SIGMA_X,
             sigma_a=SIGMA_A,
-            sample_alpha=False,
+            alpha_prior=None,
             sample_sigma_x=False,
             sample_sigma_a=False,
             kappa=KAPPA,
             capacity=args.capacity,
             trace_features=False,
+            pointwise_log_likelihood=False,
         )
         collapsed = time_bnpjax(
             ibp_lg.collapsed_gibbs(data, **fixed),
@@ -584,7 +589,9 @@ def mixing(args, key) -> None:
             ("collapsed", ibp_lg.collapsed_gibbs),
             ("parallel", ibp_lg.parallel_gibbs),
         ):
-            alg = factory(data, capacity=args.capacity, trace_features=False)
+            alg = factory(
+                data, capacity=args.capacity, trace_features=False, pointwise_log_likelihood=False
+            )
             res = run(
                 alg,
                 key,

@@ -20,14 +20,14 @@ def regression():
     mask[::7] = False  # unobserved entries must be ignored, not treated as zeros
     y[~mask] = np.nan
     data = lr.make_data(X, y, mask)
-    prior = lr.make_prior(3, mean=0.0, precision=0.5, a=2.0, b=1.0)
+    prior = lr.make_hyper(3, mean=0.0, precision=0.5, a=2.0, b=1.0)
     return data, prior
 
 
 def test_reference_posterior_matches_closed_form(regression):
     data, prior = regression
     idata = bnpjax.sample(
-        lr.gibbs(data, prior=prior),
+        lr.gibbs(data, hyper=prior),
         jax.random.key(0),
         2000,
         num_warmup=100,
@@ -53,7 +53,7 @@ def test_reference_posterior_matches_closed_form(regression):
 
 def test_draws_do_not_depend_on_chunking_progress_or_thinning(regression):
     data, prior = regression
-    alg = lr.gibbs(data, prior=prior)
+    alg = lr.gibbs(data, hyper=prior)
     key = jax.random.key(42)
     base = run(alg, key, 30, num_warmup=7, num_chains=2, progress_bar=False, chunk_size=1000)
     other = run(alg, key, 30, num_warmup=7, num_chains=2, progress_bar=True, chunk_size=4)
@@ -71,7 +71,7 @@ def test_draws_do_not_depend_on_chunking_progress_or_thinning(regression):
 
 def test_continuing_a_run_equals_one_long_run(regression):
     data, prior = regression
-    alg = lr.gibbs(data, prior=prior)
+    alg = lr.gibbs(data, hyper=prior)
     key = jax.random.key(3)
     whole = run(alg, key, 20, num_chains=2, progress_bar=False)
     first = run(alg, key, 12, num_chains=2, progress_bar=False)
@@ -93,10 +93,10 @@ def test_continuing_a_run_equals_one_long_run(regression):
 def test_second_fit_with_same_shapes_does_not_recompile(regression):
     data, prior = regression
     key = jax.random.key(0)
-    bnpjax.sample(lr.gibbs(data, prior=prior), key, 50, num_warmup=10, progress_bar=False)
+    bnpjax.sample(lr.gibbs(data, hyper=prior), key, 50, num_warmup=10, progress_bar=False)
     before = compile_count()
     other = data._replace(y=data.y + 1.0)
-    idata = bnpjax.sample(lr.gibbs(other, prior=prior), key, 50, num_warmup=10, progress_bar=False)
+    idata = bnpjax.sample(lr.gibbs(other, hyper=prior), key, 50, num_warmup=10, progress_bar=False)
     assert compile_count() == before
     assert idata.attrs.get("compile_s", 0.0) == 0.0
 
@@ -180,7 +180,7 @@ def test_warmup_step_is_used_only_during_warmup():
 def test_bad_driver_arguments(regression, kwargs, message):
     data, prior = regression
     with pytest.raises(ValueError, match=message):
-        run(lr.gibbs(data, prior=prior), jax.random.key(0), progress_bar=False, **kwargs)
+        run(lr.gibbs(data, hyper=prior), jax.random.key(0), progress_bar=False, **kwargs)
 
 
 def test_bad_algorithm_and_key(regression):
@@ -188,7 +188,7 @@ def test_bad_algorithm_and_key(regression):
     with pytest.raises(ValueError, match="SamplingAlgorithm"):
         run((lambda k: 0, lambda k, s: (s, s)), jax.random.key(0), 5)
     with pytest.raises(ValueError, match="key"):
-        run(lr.gibbs(data, prior=prior), jnp.zeros(3, jnp.uint32), 5, progress_bar=False)
+        run(lr.gibbs(data, hyper=prior), jnp.zeros(3, jnp.uint32), 5, progress_bar=False)
     bad_keys = (
         jnp.zeros(2),  # float, shape (2,): not a PRNGKey
         np.array([0, 1]),  # signed integers
@@ -198,7 +198,7 @@ def test_bad_algorithm_and_key(regression):
     )
     for bad in bad_keys:
         with pytest.raises(ValueError, match="key"):
-            run(lr.gibbs(data, prior=prior), bad, 5, progress_bar=False)
+            run(lr.gibbs(data, hyper=prior), bad, 5, progress_bar=False)
 
 
 def test_initial_state_needs_a_chain_axis(regression):
@@ -206,7 +206,7 @@ def test_initial_state_needs_a_chain_axis(regression):
     state = lr.LinearRegressionState(jnp.zeros(3), jnp.ones(()))
     with pytest.raises(ValueError, match="initial_state"):
         run(
-            lr.gibbs(data, prior=prior),
+            lr.gibbs(data, hyper=prior),
             jax.random.key(0),
             5,
             num_chains=2,
@@ -220,7 +220,7 @@ def test_single_chain_runs_unbatched_with_the_same_draws(regression):
     from bnpjax.infer.driver import _over_chains
 
     data, prior = regression
-    algorithm = lr.gibbs(data, prior=prior)
+    algorithm = lr.gibbs(data, hyper=prior)
     keys = jax.random.split(jax.random.key(3), 1)
     states = jax.vmap(algorithm.init)(keys)
     direct = _over_chains(algorithm.step)(keys, states)

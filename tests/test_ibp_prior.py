@@ -1,8 +1,10 @@
 """The IBP prior: log-probability by exhaustive enumeration, the buffet and stick-breaking
-samplers against it, the buffet-form formula of seed 002, and the prior Gibbs sampler."""
+samplers against it, the buffet-form formula (Griffiths & Ghahramani 2011), and a Gibbs
+sampler of the prior alone (a test kernel, defined here)."""
 
 import itertools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -10,10 +12,122 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from bnpjax.infer import ArvizSpec, SamplingAlgorithm, bind
+from bnpjax.infer.capacity import growable, pad_fields
+from bnpjax.ops import sample_truncated_poisson
 from bnpjax.priors import ibp
 from bnpjax.testing import geweke_test
 
 N, ALPHA, KMAX = 3, 1.3, 7
+
+
+# --------------------------------------------------------------------------------------------
+# the prior-only Gibbs sampler (Geweke test of the IBP machinery), built from the prior's
+# pieces; a test kernel, so it lives here and not in bnpjax.priors
+
+
+class IBPState(NamedTuple):
+    """State of :func:`prior_gibbs`: ``Z`` (N, capacity) in {0, 1} and the mass ``alpha``."""
+
+    Z: jax.Array  # (N, capacity)
+    alpha: jax.Array
+
+
+class IBPGibbsInfo(NamedTuple):
+    """Per-sweep diagnostics of :func:`prior_gibbs`: ``lp`` (:func:`log_prob` of ``Z``), the
+    number of active features, and whether (and to what size) the buffer must grow."""
+
+    lp: jax.Array
+    num_features: jax.Array
+    capacity_exceeded: jax.Array
+    capacity_needed: jax.Array
+
+
+def _prior_row(carry, i, key, alpha, kappa):
+    Z, exceeded, needed = carry
+    N = Z.shape[0]
+    key_old, key_new = jax.random.split(jax.random.fold_in(key, i))
+    z = Z[i]
+    m_minus = Z.sum(0) - z
+    # Singletons of row i are redrawn as its new features. Dropping them before the other
+    # entries are resampled is exact here only because the prior makes them independent;
+    # with a likelihood they must stay until the row's flips are done (see models.ibp_lg).
+    keep = m_minus > 0
+    z_old = (jax.random.uniform(key_old, z.shape, z.dtype) < m_minus / N) & keep
+    k_new = sample_truncated_poisson(key_new, alpha / N, kappa)
+    owned, shortfall = ibp.place_new_features(~keep, k_new[None])
+    row = (z_old | owned[0]).astype(Z.dtype)
+    return (Z.at[i].set(row), exceeded | (shortfall > 0), jnp.maximum(needed, shortfall)), None
+
+
+def _prior_step(alpha_prior, key, state, *, kappa, sample_hyper):
+    key_rows, key_alpha = jax.random.split(key)
+    N = state.Z.shape[0]
+    init = (state.Z, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+    row = lambda c, i: _prior_row(c, i, key_rows, state.alpha, kappa)  # noqa: E731
+    (Z, exceeded, shortfall), _ = jax.lax.scan(row, init, jnp.arange(N))
+    k_plus = jnp.sum(Z.sum(0) > 0)
+    alpha = state.alpha
+    if sample_hyper:
+        alpha = ibp.sample_alpha(key_alpha, k_plus, N, alpha_prior[0], alpha_prior[1])
+    info = IBPGibbsInfo(
+        lp=ibp.log_prob(Z, alpha),
+        num_features=k_plus,
+        capacity_exceeded=exceeded,
+        capacity_needed=(jnp.sum(Z.sum(0) > 0) + shortfall).astype(jnp.int32),
+    )
+    return IBPState(Z, alpha), info
+
+
+def _prior_init(alpha_prior, key, *, num_rows, capacity, alpha):
+    del key
+    dtype = jnp.result_type(float)
+    return IBPState(jnp.zeros((num_rows, capacity), dtype), jnp.asarray(alpha, dtype))
+
+
+def _prior_trace(state, info):
+    m = state.Z.sum(0)
+    return {
+        "posterior": {"alpha": state.alpha, "column_sums": m},
+        "sample_stats": {"lp": info.lp, "num_features": info.num_features},
+    }
+
+
+def prior_gibbs(
+    num_rows: int,
+    *,
+    alpha: float = 1.0,
+    alpha_prior: tuple[float, float] | None = None,
+    capacity: int = 16,
+    kappa: int = 10,
+) -> SamplingAlgorithm:
+    """Gibbs sampler of the IBP prior alone (no data), rows in sequence: ``P(z_ik = 1 |
+    z_-i,k) = m_{-i,k} / N`` (the exchangeable form), ``Poisson(alpha / N)`` new columns per
+    row truncated at ``kappa``, and with ``alpha_prior=(a, b)`` alpha from its Gamma(a + K+,
+    rate b + H_N) conditional (Griffiths & Ghahramani 2011, "Gibbs Sampler for Indian Buffet
+    Process"). The buffer grows through the driver."""
+    if not isinstance(num_rows, int) or num_rows < 1:
+        raise ValueError(f"num_rows must be a positive integer, got {num_rows!r}")
+    if not (np.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be positive, got {alpha}")
+    dtype = jnp.result_type(float)
+    alpha = float(alpha)
+    hyper = jnp.asarray(alpha_prior if alpha_prior is not None else (1.0, 1.0), dtype)
+    sample_hyper = alpha_prior is not None
+
+    def build(capacity):
+        return SamplingAlgorithm(
+            init=bind(_prior_init, hyper, num_rows=num_rows, capacity=capacity, alpha=alpha),
+            step=bind(_prior_step, hyper, kappa=kappa, sample_hyper=sample_hyper),
+            trace=_prior_trace,
+            spec=ArvizSpec(
+                name="ibp.prior_gibbs",
+                dims={"column_sums": ["feature"]},
+                settings={"num_rows": num_rows, "kappa": kappa, "alpha": float(alpha)},
+            ),
+        )
+
+    return growable(build, capacity, pad_fields({"Z": 1}))
 
 
 def _classes():
@@ -140,13 +254,13 @@ def test_prior_gibbs_matches_direct_draws():
     def prior_sample(key):
         key_alpha, key_z = jax.random.split(key)
         alpha = jax.random.gamma(key_alpha, 4.0) / 4.0
-        return ibp.IBPState(ibp.sample_buffet(key_z, alpha, rows, capacity).Z, alpha)
+        return IBPState(ibp.sample_buffet(key_z, alpha, rows, capacity).Z, alpha)
 
     result = geweke_test(
         jax.random.key(0),
         prior_sample=prior_sample,
         data_sample=lambda key, state: jnp.zeros(()),
-        kernel=lambda data: ibp.prior_gibbs(
+        kernel=lambda data: prior_gibbs(
             rows, alpha=1.0, alpha_prior=(4.0, 4.0), capacity=capacity, kappa=10
         ),
         test_functions=statistics,
@@ -159,7 +273,7 @@ def test_prior_gibbs_grows_its_buffer():
     import bnpjax
 
     idata = bnpjax.sample(
-        ibp.prior_gibbs(20, alpha=4.0, capacity=2),
+        prior_gibbs(20, alpha=4.0, capacity=2),
         jax.random.key(0),
         200,
         num_warmup=20,

@@ -44,7 +44,7 @@ def _mcmc(kernel, num_warmup, num_samples, num_chains=2, chain_method="vectorize
 def ibp_run():
     """One compiled NumPyro run (2 chains, 3 warmup + 5 kept steps) shared by the tests that
     only read it: compiling the kernel into NumPyro's loop is most of their time."""
-    algorithm = _ibp_algorithm(pointwise_log_likelihood=True)
+    algorithm = _ibp_algorithm()  # the pointwise log-likelihood is kept by default
     kernel = NumPyroKernel(algorithm, log_likelihood=True)
     mcmc = _mcmc(kernel, 3, 5)
     mcmc.run(jax.random.key(7), extra_fields=("log_likelihood",))
@@ -124,7 +124,7 @@ def test_inference_data_from_numpyro_run(ibp_run):
 
 def test_a_run_that_outgrows_the_buffer_is_flagged_and_refused():
     # a buffer of 1 and alpha = 10: new features overflow it within a few steps
-    algorithm = _ibp_algorithm(capacity=1, num_init_features=1, alpha=10.0, sample_alpha=False)
+    algorithm = _ibp_algorithm(capacity=1, num_init_features=1, alpha=10.0, alpha_prior=None)
     mcmc = _mcmc(NumPyroKernel(algorithm), 0, 5, num_chains=1)
     with pytest.warns(RuntimeWarning, match="capacity"):
         mcmc.run(jax.random.key(0))

@@ -58,13 +58,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
-from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, pad_axis
-from bnpjax.ops import sample_categorical, sample_truncated_poisson, truncated_poisson_log_pmf
+from bnpjax.ops import sample_categorical, truncated_poisson_log_pmf
 
 __all__ = [
     "IBPDraw",
-    "IBPGibbsInfo",
-    "IBPState",
     "active_column_order",
     "alpha_posterior",
     "feature_log_odds",
@@ -72,7 +69,6 @@ __all__ = [
     "log_prob",
     "new_feature_log_prior",
     "place_new_features",
-    "prior_gibbs",
     "sample_alpha",
     "sample_buffet",
     "sample_nonempty_column",
@@ -267,116 +263,3 @@ def sample_nonempty_column(key, log_odds) -> jax.Array:
     rows = jnp.arange(log_odds.shape[0])
     free = jnp.log(jax.random.uniform(key_rest, log_odds.shape, log_odds.dtype)) < log_q
     return jnp.where(rows < first, False, jnp.where(rows == first, True, free))
-
-
-# --------------------------------------------------------------------------------------------
-# the prior-only Gibbs sampler (Geweke test of the IBP machinery)
-
-
-class IBPState(NamedTuple):
-    """State of :func:`prior_gibbs`: ``Z`` (N, capacity) in {0, 1} and the mass ``alpha``."""
-
-    Z: jax.Array  # (N, capacity)
-    alpha: jax.Array
-
-
-class IBPGibbsInfo(NamedTuple):
-    """Per-sweep diagnostics of :func:`prior_gibbs`: ``lp`` (:func:`log_prob` of ``Z``), the
-    number of active features, and whether (and to what size) the buffer must grow."""
-
-    lp: jax.Array
-    num_features: jax.Array
-    capacity_exceeded: jax.Array
-    capacity_needed: jax.Array
-
-
-def _prior_row(carry, i, key, alpha, kappa):
-    Z, exceeded, needed = carry
-    N = Z.shape[0]
-    key_old, key_new = jax.random.split(jax.random.fold_in(key, i))
-    z = Z[i]
-    m_minus = Z.sum(0) - z
-    # Singletons of row i are redrawn as its new features. Dropping them before the other
-    # entries are resampled is exact here only because the prior makes them independent;
-    # with a likelihood they must stay until the row's flips are done (see models.ibp_lg).
-    keep = m_minus > 0
-    z_old = (jax.random.uniform(key_old, z.shape, z.dtype) < m_minus / N) & keep
-    k_new = sample_truncated_poisson(key_new, alpha / N, kappa)
-    owned, shortfall = place_new_features(~keep, k_new[None])
-    row = (z_old | owned[0]).astype(Z.dtype)
-    return (Z.at[i].set(row), exceeded | (shortfall > 0), jnp.maximum(needed, shortfall)), None
-
-
-def _prior_step(alpha_prior, key, state, *, kappa, sample_hyper):
-    key_rows, key_alpha = jax.random.split(key)
-    N = state.Z.shape[0]
-    init = (state.Z, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
-    row = lambda c, i: _prior_row(c, i, key_rows, state.alpha, kappa)  # noqa: E731
-    (Z, exceeded, shortfall), _ = jax.lax.scan(row, init, jnp.arange(N))
-    k_plus = jnp.sum(Z.sum(0) > 0)
-    alpha = state.alpha
-    if sample_hyper:
-        alpha = sample_alpha(key_alpha, k_plus, N, alpha_prior[0], alpha_prior[1])
-    info = IBPGibbsInfo(
-        lp=log_prob(Z, alpha),
-        num_features=k_plus,
-        capacity_exceeded=exceeded,
-        capacity_needed=(jnp.sum(Z.sum(0) > 0) + shortfall).astype(jnp.int32),
-    )
-    return IBPState(Z, alpha), info
-
-
-def _prior_init(alpha_prior, key, *, num_rows, capacity, alpha):
-    del key
-    dtype = jnp.result_type(float)
-    return IBPState(jnp.zeros((num_rows, capacity), dtype), jnp.asarray(alpha, dtype))
-
-
-def _prior_trace(state, info):
-    m = state.Z.sum(0)
-    return {
-        "posterior": {"alpha": state.alpha, "column_sums": m},
-        "sample_stats": {"lp": info.lp, "num_features": info.num_features},
-    }
-
-
-def prior_gibbs(
-    num_rows: int,
-    *,
-    alpha: float = 1.0,
-    alpha_prior: tuple[float, float] | None = None,
-    capacity: int = 16,
-    kappa: int = 10,
-) -> SamplingAlgorithm:
-    """Gibbs sampler of the IBP prior alone (no data), rows in sequence (module docstring):
-    ``../shared/seeds/002_c2a7c7ffebfd8867.txt``, "Gibbs Sampler for Indian Buffet Process",
-    with ``P(z_ik = 1 | z_-i,k) = m_{-i,k} / N`` (INDEX's correction of the seed's
-    ``m_{-i,k} / i``), ``Poisson(alpha / N)`` new columns per row, and alpha from the seed's
-    last equation.
-
-    With ``alpha_prior=(a, b)`` alpha is resampled from its Gamma(a, rate b) conditional each
-    sweep; otherwise it stays at ``alpha``. New features per row are Poisson(alpha / N)
-    truncated at ``kappa``. The buffer grows through the driver.
-    """
-    if not isinstance(num_rows, int) or num_rows < 1:
-        raise ValueError(f"num_rows must be a positive integer, got {num_rows!r}")
-    if not (np.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha must be positive, got {alpha}")
-    dtype = jnp.result_type(float)
-    hyper = jnp.asarray(alpha_prior if alpha_prior is not None else (1.0, 1.0), dtype)
-    sample_hyper = alpha_prior is not None
-    return SamplingAlgorithm(
-        init=bind(_prior_init, hyper, num_rows=num_rows, capacity=capacity, alpha=float(alpha)),
-        step=bind(_prior_step, hyper, kappa=kappa, sample_hyper=sample_hyper),
-        trace=_prior_trace,
-        spec=ArvizSpec(
-            name="ibp.prior_gibbs",
-            dims={"column_sums": ["feature"]},
-            settings={"num_rows": num_rows, "kappa": kappa, "alpha": float(alpha)},
-        ),
-        capacity=capacity,
-        resize=lambda c: prior_gibbs(
-            num_rows, alpha=alpha, alpha_prior=alpha_prior, capacity=c, kappa=kappa
-        ),
-        grow_state=lambda s, c: s._replace(Z=pad_axis(s.Z, 1, c)),
-    )

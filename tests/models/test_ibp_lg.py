@@ -1,8 +1,10 @@
-"""The linear-Gaussian latent feature model: Geweke tests of both samplers, recovery on bars,
-held-out evaluation, missing data, capacity growth and input validation."""
+"""The linear-Gaussian latent feature model: recovery on bars, held-out evaluation, missing
+data, capacity growth, the pointwise log-likelihood, input validation and the deprecated names
+(the Geweke cases of both samplers are in tests/geweke_cases/ibp_lg.py)."""
+
+import warnings
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
@@ -10,45 +12,8 @@ from scipy.optimize import linear_sum_assignment
 import bnpjax
 from bnpjax.datasets import bars
 from bnpjax.infer import run
+from bnpjax.metrics import log_mean_exp
 from bnpjax.models import ibp_lg
-from bnpjax.testing import geweke_test
-
-ROWS, DIMS, CAPACITY = 6, 3, 40
-FLAGS = {"sample_alpha": True, "sample_sigma_x": True, "sample_sigma_a": True}
-HYPER = ibp_lg.make_hyper(alpha=(4.0, 4.0), sigma_x=(3.0, 2.0), sigma_a=(3.0, 2.0))
-BASE = ibp_lg.make_data(np.zeros((ROWS, DIMS)))
-
-
-def statistics(state, data):
-    m = state.Z.sum(0)
-    return {
-        "K+": jnp.sum(m > 0).astype(float),
-        "sum Z": jnp.sum(state.Z),
-        "sum m^2": jnp.sum(m**2),
-        "alpha": state.alpha,
-        "sigma_x^2": state.sigma_x**2,
-        "sigma_a^2": state.sigma_a**2,
-        "mean X^2": jnp.mean(data.X**2),
-        "<X, ZA>": jnp.sum(data.X * (state.Z @ state.A)),
-        "sum A^2": jnp.sum(state.A**2),
-    }
-
-
-@pytest.mark.parametrize("sampler", ["collapsed_gibbs", "parallel_gibbs"])
-def test_geweke(sampler):
-    factory = getattr(ibp_lg, sampler)
-    result = geweke_test(
-        jax.random.key(5),
-        prior_sample=lambda key: ibp_lg.prior_sample(
-            key, ROWS, DIMS, HYPER, capacity=CAPACITY, flags=FLAGS
-        ),
-        data_sample=lambda key, state: ibp_lg.data_sample(key, state, BASE),
-        kernel=lambda data: factory(data, hyper=HYPER, capacity=CAPACITY, kappa=8),
-        refresh=ibp_lg.refresh,
-        test_functions=statistics,
-        num_successive=6000,
-    )
-    assert result.passed, str(result)
 
 
 def _match(A_true, A_est):
@@ -82,9 +47,8 @@ def test_recovers_bars(sampler, bars_data):
     # the highest-density draw with four features: its weights match the true images
     lp = np.where(post["num_features"] == 4, result.trace["sample_stats"]["lp"], -np.inf)
     chain, draw = np.unravel_index(np.argmax(lp), lp.shape)
-    A = ibp_lg.posterior_mean_features(
-        post["Z"][chain, draw], sim["X"], post["sigma_x"][chain, draw], post["sigma_a"][chain, draw]
-    )
+    means = ibp_lg.feature_means(result.trace, data)[chain, draw]
+    A = means[post["Z"][chain, draw].sum(0) > 0]
     assert _match(sim["A"], A) < 0.1
     active = post["active"][chain, draw]
     assert _match(sim["A"], post["A"][chain, draw][active]) < 0.15  # one posterior draw of A
@@ -98,8 +62,14 @@ def test_heldout_log_likelihood_beats_a_constant_predictor(bars_data):
     )
     full = bars(0, missing_fraction=0.0)["X"]  # the same draw without the holes
     heldout = ~sim["mask"]
-    out = ibp_lg.heldout_log_likelihood(idata, full, heldout)
-    assert out["pointwise"].shape == (heldout.sum(),)
+    pointwise = ibp_lg.log_likelihood(idata, data, test=(full, heldout))
+    assert pointwise.shape == (1, 200, heldout.sum())
+    pooled = log_mean_exp(pointwise.reshape(-1, heldout.sum()), axis=0)
+    out = {"pointwise": pooled, "mean": float(pooled.mean())}
+    # the predictive means of the held-out entries are those the kernel imputes around
+    mean = ibp_lg.predict(idata, data).mean((0, 1))
+    assert mean.shape == (heldout.sum(),)
+    assert np.mean((mean - full[heldout]) ** 2) < np.mean((full[heldout] - full.mean()) ** 2)
     # a Gaussian fitted to the observed entries is the baseline to beat
     observed = sim["X"][sim["mask"]]
     baseline = -0.5 * np.log(2 * np.pi * observed.var()) - 0.5 * (
@@ -116,17 +86,27 @@ def test_heldout_log_likelihood_beats_a_constant_predictor(bars_data):
 def test_trace_options_and_inference_data(bars_data):
     import arviz as az
 
-    _, data = bars_data
+    sim, data = bars_data
     idata = bnpjax.sample(
-        ibp_lg.collapsed_gibbs(data, trace_features=False, pointwise_log_likelihood=True),
+        ibp_lg.collapsed_gibbs(data, trace_features=False),
         jax.random.key(0),
         20,
         num_chains=2,
         progress_bar=False,
     )
     assert "Z" not in idata.posterior and "num_features" in idata.sample_stats
-    assert idata.log_likelihood["X"].shape == (2, 20, 100, 36)
+    # on by default, and only the observed entries are observations (none written as 0.0)
+    num_observed = int(sim["mask"].sum())
+    assert num_observed < 100 * 36
+    assert idata.log_likelihood["X"].shape == (2, 20, num_observed)
+    np.testing.assert_allclose(idata.observed_data["X"].values, sim["X"][sim["mask"]])
     assert {"mean", "r_hat"} <= set(az.summary(idata, var_names=["sigma_x", "alpha"]).columns)
+    with warnings.catch_warnings():  # 20 draws are few for PSIS: warnings, not errors
+        warnings.simplefilter("ignore")
+        loo = az.loo(idata)
+    assert loo.n_data_points == num_observed
+    off = ibp_lg.collapsed_gibbs(data, pointwise_log_likelihood=False)
+    assert "log_likelihood" not in off.trace(*_first_step(off))
 
 
 def test_bad_input():
@@ -147,8 +127,12 @@ def test_bad_input():
         ibp_lg.parallel_gibbs(data, kappa=0)
     with pytest.raises(ValueError, match="make_data"):
         ibp_lg.parallel_gibbs(np.ones((3, 2)))
-    with pytest.raises(ValueError, match="hyperparameters"):
-        ibp_lg.make_hyper(alpha=(1.0, -1.0))
+    with pytest.raises(ValueError, match="alpha_prior must be a pair"):
+        ibp_lg.make_hyper(alpha_prior=(1.0, -1.0))
+    with pytest.raises(ValueError, match="alpha_prior"):
+        ibp_lg.collapsed_gibbs(data, alpha_prior=(1.0, 0.0))
+    with pytest.raises(ValueError, match="alpha_prior=None"):
+        ibp_lg.collapsed_gibbs(data, alpha_prior=(1.0, 1.0), sample_alpha=False)
     with pytest.raises(ValueError, match="alpha"):
         ibp_lg.collapsed_gibbs(data, alpha=np.nan)
     for bad in (-1, 1.5, True, None):
@@ -163,3 +147,53 @@ def test_bad_input():
     # integers of any kind are fine; 0 starting features is a legitimate (empty) start
     alg = ibp_lg.collapsed_gibbs(data, num_init_features=np.int64(0), kappa=np.int32(3))
     assert alg.capacity == 16
+
+
+def _first_step(algorithm):
+    state = algorithm.init(jax.random.key(0))
+    return algorithm.step(jax.random.key(1), state)
+
+
+def test_alpha_prior_spelling():
+    """``alpha_prior=(a, b)`` is the one spelling: in make_hyper and in the factories (the
+    call the NumPyro bridge documents), None fixes alpha."""
+    data = ibp_lg.make_data(np.ones((4, 3)) + np.eye(4, 3))
+    hyper = ibp_lg.make_hyper(alpha_prior=(2.0, 3.0))
+    assert float(hyper.alpha_shape) == 2.0 and float(hyper.alpha_rate) == 3.0
+    same = ibp_lg.collapsed_gibbs(data, hyper)
+    via_factory = ibp_lg.collapsed_gibbs(data, alpha_prior=(2.0, 3.0))
+    state = via_factory.init(jax.random.key(0))
+    a, _ = same.step(jax.random.key(1), state)
+    b, _ = via_factory.step(jax.random.key(1), state)
+    assert float(a.alpha) == float(b.alpha)
+    fixed = ibp_lg.parallel_gibbs(data, alpha_prior=None, alpha=2.5)
+    new, _ = fixed.step(jax.random.key(1), fixed.init(jax.random.key(0)))
+    assert float(new.alpha) == 2.5 and fixed.spec.settings["sample_alpha"] is False
+
+
+def test_deprecated_names_still_work(bars_data):
+    sim, data = bars_data
+    with pytest.warns(FutureWarning, match="alpha_prior"):
+        hyper = ibp_lg.make_hyper(alpha=(4.0, 4.0), sigma_x=(3.0, 2.0), sigma_a=(3.0, 2.0))
+    assert hyper == ibp_lg.make_hyper(
+        alpha_prior=(4.0, 4.0), sigma_x_prior=(3.0, 2.0), sigma_a_prior=(3.0, 2.0)
+    )
+    result = run(ibp_lg.parallel_gibbs(data, capacity=8), jax.random.key(0), 5, progress_bar=False)
+    post = result.trace["posterior"]
+    with pytest.warns(FutureWarning, match="feature_means"):
+        old = ibp_lg.posterior_mean_features(
+            post["Z"][0, -1], sim["X"], post["sigma_x"][0, -1], post["sigma_a"][0, -1], sim["mask"]
+        )
+    new = ibp_lg.feature_means(result.trace, data)[0, -1]
+    np.testing.assert_allclose(old, new[post["Z"][0, -1].sum(0) > 0], rtol=1e-8)
+    with pytest.warns(FutureWarning, match="log_likelihood"):
+        held = ibp_lg.heldout_log_likelihood(result.trace, sim["X"], sim["mask"])
+    assert held["pointwise"].shape == (sim["mask"].sum(),) and np.isfinite(held["mean"])
+    with pytest.warns(FutureWarning):
+        state = ibp_lg.prior_sample(
+            jax.random.key(0), 3, 2, hyper, capacity=4, flags={"sample_alpha": True}
+        )
+    with pytest.warns(FutureWarning):
+        fresh = ibp_lg.data_sample(jax.random.key(1), state, ibp_lg.make_data(np.ones((3, 2))))
+    with pytest.warns(FutureWarning):
+        assert ibp_lg.refresh(fresh, state).X.shape == (3, 2)

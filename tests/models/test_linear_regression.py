@@ -1,10 +1,12 @@
-"""The reference model: validation at the boundary and InferenceData output."""
+"""The reference model: validation at the boundary, InferenceData output, prediction and the
+deprecated names."""
 
 import jax
 import numpy as np
 import pytest
 
 import bnpjax
+from bnpjax.infer import run
 from bnpjax.models import linear_regression as lr
 
 
@@ -21,16 +23,16 @@ def test_bad_input_is_rejected_naming_the_argument():
     with pytest.raises(ValueError, match="mask"):
         lr.make_data(X, np.ones(5), mask=np.zeros(5, bool))
     with pytest.raises(ValueError, match="precision"):
-        lr.make_prior(2, precision=-1.0)
+        lr.make_hyper(2, precision=-1.0)
     # eigvalsh reads one triangle only: this would pass as SPD without the symmetry check
     with pytest.raises(ValueError, match="precision must be symmetric"):
-        lr.make_prior(2, precision=[[1.0, 5.0], [0.0, 1.0]])
+        lr.make_hyper(2, precision=[[1.0, 5.0], [0.0, 1.0]])
     with pytest.raises(ValueError, match="precision must be finite"):
-        lr.make_prior(2, precision=[1.0, np.nan])
+        lr.make_hyper(2, precision=[1.0, np.nan])
     with pytest.raises(ValueError, match="mean must be finite"):
-        lr.make_prior(2, mean=[0.0, np.nan])
+        lr.make_hyper(2, mean=[0.0, np.nan])
     with pytest.raises(ValueError, match="mean must be a scalar"):
-        lr.make_prior(2, mean=[0.0, 1.0, 2.0])
+        lr.make_hyper(2, mean=[0.0, 1.0, 2.0])
     with pytest.raises(ValueError, match="feature_names"):
         lr.gibbs(lr.make_data(X, np.ones(5)), feature_names=["a"])
 
@@ -71,3 +73,49 @@ def test_inference_data_groups_dims_and_tools(tmp_path):
     idata.to_netcdf(str(path))
     back = az.from_netcdf(str(path))
     np.testing.assert_array_equal(back.posterior["tau"].values, idata.posterior["tau"].values)
+
+
+def _fit():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 2))
+    y = X @ np.array([1.0, -0.5]) + 0.5 * rng.normal(size=40)
+    mask = np.ones(40, bool)
+    mask[30:] = False  # held out
+    data = lr.make_data(X, y, mask)
+    result = run(lr.gibbs(data), jax.random.key(3), 100, progress_bar=False)
+    return X, y, mask, data, result
+
+
+def test_predict_and_log_likelihood_of_held_out_responses():
+    X, y, mask, data, result = _fit()
+    # training entries: the same values as the kernel's own log_likelihood group
+    ll = lr.log_likelihood(result.trace, data)
+    assert ll.shape == (1, 100, 30)
+    np.testing.assert_allclose(ll, result.trace["log_likelihood"]["y"], rtol=1e-12)
+    test = lr.make_data(X[~mask], y[~mask])
+    held = lr.log_likelihood(result.trace, data, test)
+    assert held.shape == (1, 100, 10) and np.all(np.isfinite(held))
+    mean = lr.predict(result.trace, data, test)
+    beta = result.trace["posterior"]["beta"]
+    np.testing.assert_allclose(mean, np.einsum("nk,cdk->cdn", X[~mask], beta), rtol=1e-12)
+    draws = lr.predict([result.trace, result.trace], data, test, key=jax.random.key(0))
+    assert draws.shape == (2, 100, 10)
+    # the posterior predictive is centred on the held-out responses
+    assert abs(float((draws.mean((0, 1)) - y[~mask]).mean())) < 0.5
+
+
+def test_deprecated_names_still_work():
+    X = np.ones((5, 2)) + np.eye(5, 2)
+    data = lr.make_data(X, np.ones(5))
+    with pytest.warns(FutureWarning, match="make_hyper"):
+        prior = lr.make_prior(2, a=2.0)
+    assert isinstance(prior, lr.NormalGammaPrior) and isinstance(prior, lr.LinearRegressionHyper)
+    with pytest.warns(FutureWarning, match="hyper"):
+        alg = lr.gibbs(data, prior=prior)
+    assert alg.spec.name == "linear_regression.gibbs"
+    with pytest.warns(FutureWarning):
+        state = lr.prior_sample(jax.random.key(0), prior)
+    with pytest.warns(FutureWarning):
+        assert lr.data_sample(jax.random.key(1), state, data).y.shape == (5,)
+    with pytest.warns(FutureWarning):
+        assert lr.log_likelihood(data, state).shape == (5,)

@@ -1,0 +1,212 @@
+"""What both samplers share besides the math: their settings, the random start, the trace,
+the ArviZ names and the capacity growth of the feature buffer."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
+from bnpjax.infer.capacity import growable, pad_fields
+from bnpjax.infer.checks import check_integer, is_positive_finite
+from bnpjax.models.ibp_lg.conditionals import entry_log_likelihood, sample_A
+from bnpjax.models.ibp_lg.data import IBPLGData, IBPLGHyper, IBPLGState, make_hyper
+
+#: ``alpha_prior``'s default: the alpha prior held by ``hyper``, alpha sampled.
+FROM_HYPER = "hyper"
+
+
+class Settings(NamedTuple):
+    hyper: IBPLGHyper
+    alpha: float
+    sigma_x: float
+    sigma_a: float
+    flags: tuple  # sorted (name, bool) pairs: sample_alpha, sample_sigma_a, sample_sigma_x
+    kappa: int
+    capacity: int
+    num_init_features: int
+    trace_features: bool
+    pointwise_log_likelihood: bool
+
+
+def resolve(
+    data,
+    hyper=None,
+    *,
+    alpha: float = 1.0,
+    sigma_x: float = 1.0,
+    sigma_a: float = 1.0,
+    alpha_prior: Any = FROM_HYPER,
+    sample_alpha: bool = True,
+    sample_sigma_x: bool = True,
+    sample_sigma_a: bool = True,
+    kappa: int = 10,
+    capacity: int = 16,
+    num_init_features: int = 10,
+    trace_features: bool = True,
+    pointwise_log_likelihood: bool = True,
+) -> Settings:
+    """Validate the keyword settings of a factory (the same for both samplers and for the
+    Geweke protocol); ``ValueError`` naming the argument."""
+    if not isinstance(data, IBPLGData):
+        raise ValueError("data must come from bnpjax.models.ibp_lg.make_data")
+    for label, value in (("alpha", alpha), ("sigma_x", sigma_x), ("sigma_a", sigma_a)):
+        if not is_positive_finite(value):
+            raise ValueError(f"{label} must be positive, got {value!r}")
+    kappa = check_integer(kappa, "kappa", 1)
+    capacity = check_integer(capacity, "capacity", 1)
+    num_init_features = min(check_integer(num_init_features, "num_init_features", 0), capacity)
+    hyper = make_hyper() if hyper is None else hyper
+    if not isinstance(hyper, IBPLGHyper):
+        raise ValueError("hyper must come from bnpjax.models.ibp_lg.make_hyper")
+    if alpha_prior is None:
+        sample_alpha = False
+    elif not (isinstance(alpha_prior, str) and alpha_prior == FROM_HYPER):
+        if not sample_alpha:
+            raise ValueError("alpha_prior=(a, b) samples alpha: pass alpha_prior=None to fix it")
+        shape, rate = make_hyper(alpha_prior=alpha_prior)[:2]
+        hyper = hyper._replace(alpha_shape=shape, alpha_rate=rate)
+    flags = {
+        "sample_alpha": bool(sample_alpha),
+        "sample_sigma_x": bool(sample_sigma_x),
+        "sample_sigma_a": bool(sample_sigma_a),
+    }
+    return Settings(
+        hyper=hyper,
+        alpha=float(alpha),
+        sigma_x=float(sigma_x),
+        sigma_a=float(sigma_a),
+        flags=tuple(sorted(flags.items())),
+        kappa=kappa,
+        capacity=capacity,
+        num_init_features=num_init_features,
+        trace_features=bool(trace_features),
+        pointwise_log_likelihood=bool(pointwise_log_likelihood),
+    )
+
+
+def init(
+    key, data, hyper=None, *, capacity=16, alpha=1.0, sigma_x=1.0, sigma_a=1.0, num_init_features=10
+) -> IBPLGState:
+    """A random start: ``Z`` with ``num_init_features`` columns, each entry on with
+    probability 1/2, then ``A | Z, X``; missing entries of ``X`` start at 0 and are imputed
+    from the first step on.
+
+    Parameters
+    ----------
+    key : jax.Array
+    data : IBPLGData
+    hyper : IBPLGHyper, optional
+        Unused (the start does not depend on it); kept for the one signature.
+    capacity : int
+        Size of the feature buffer.
+    alpha, sigma_x, sigma_a : float
+        Starting values.
+    num_init_features : int
+        Number of random starting columns (at most ``capacity``).
+
+    Returns
+    -------
+    IBPLGState
+    """
+    del hyper
+    key_z, key_a = jax.random.split(key)
+    N = data.X.shape[0]
+    dtype = data.X.dtype
+    slots = jnp.arange(capacity) < num_init_features
+    Z = (jax.random.uniform(key_z, (N, capacity), dtype) < 0.5) & slots
+    Z = Z.astype(dtype)
+    sx = jnp.asarray(sigma_x, dtype)
+    sa = jnp.asarray(sigma_a, dtype)
+    X = data.X
+    A = sample_A(key_a, Z, X, sx, sa)
+    return IBPLGState(Z, A, jnp.asarray(alpha, dtype), sx, sa, X)
+
+
+def _init(data, hyper, key, **settings):
+    return init(key, data, hyper, **settings)
+
+
+def _trace(data, hyper, state, info, *, trace_features, pointwise):
+    del hyper
+    out = {
+        "posterior": {
+            "num_features": info.num_features,
+            "alpha": state.alpha,
+            "sigma_x": state.sigma_x,
+            "sigma_a": state.sigma_a,
+        },
+        "sample_stats": {"lp": info.lp, "num_features": info.num_features},
+    }
+    if trace_features:
+        out["posterior"].update(Z=state.Z.astype(jnp.int8), A=state.A, active=state.Z.sum(0) > 0)
+    if pointwise:
+        out["log_likelihood"] = {
+            "X": entry_log_likelihood(data.X, data.observed, state.Z, state.A, state.sigma_x)
+        }
+    return out
+
+
+def _step(data, hyper, key, state, *, step_fn, kappa, flags):
+    return step_fn(data, hyper, key, state, kappa=kappa, flags=dict(flags))
+
+
+def _spec(name, data, s: Settings) -> ArvizSpec:
+    mask = concrete_or_none(data.mask)
+    observed = concrete_or_none(data.observed)
+    N, D = data.X.shape
+    observed_data, coords = {}, {}
+    if observed is not None:
+        observed_data = {"X": np.asarray(data.X).reshape(-1)[observed]}
+        coords = {"obs": observed.tolist()}
+    return ArvizSpec(
+        name=f"ibp_lg.{name}",
+        dims={
+            "Z": ["row", "feature"],
+            "A": ["feature", "dim"],
+            "active": ["feature"],
+            "X": ["obs"],
+        },
+        coords=coords,
+        observed_data=observed_data,
+        settings={
+            "num_rows": N,
+            "num_dims": D,
+            "kappa": s.kappa,
+            **dict(s.flags),
+            "num_missing": -1 if mask is None else int(mask.size - mask.sum()),
+        },
+    )
+
+
+def build_algorithm(step_fn, name: str, data, s: Settings) -> SamplingAlgorithm:
+    """The kernel of ``step_fn`` (``step_fn(data, hyper, key, state, *, kappa, flags)``) with
+    a feature buffer that the driver grows from ``s.capacity``."""
+
+    def build(capacity):
+        return SamplingAlgorithm(
+            init=bind(
+                _init,
+                data,
+                s.hyper,
+                capacity=capacity,
+                alpha=s.alpha,
+                sigma_x=s.sigma_x,
+                sigma_a=s.sigma_a,
+                num_init_features=s.num_init_features,
+            ),
+            step=bind(_step, data, s.hyper, step_fn=step_fn, kappa=s.kappa, flags=s.flags),
+            trace=bind(
+                _trace,
+                data,
+                s.hyper,
+                trace_features=s.trace_features,
+                pointwise=s.pointwise_log_likelihood,
+            ),
+            spec=_spec(name, data, s),
+        )
+
+    return growable(build, s.capacity, pad_fields({"Z": 1, "A": 0}))

@@ -1,0 +1,157 @@
+"""The model's shared math: the Gaussian posterior of the weights ``A``, the conjugate
+hyperparameter updates, the weights of the number of new features of a row, the log joint and
+the pointwise log-likelihood. Both samplers use these; nothing here is duplicated in them.
+
+References
+----------
+Griffiths, T. L. & Ghahramani, Z. (2011). The Indian buffet process: an introduction and
+review. *JMLR* 12, 1185-1224 (sec. 5: the linear-Gaussian model; eq. 14: P([Z])).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.linalg import cho_solve, solve_triangular
+from jax.scipy.special import gammaln
+
+from bnpjax.models.ibp_lg.data import IBPLGData, IBPLGHyper, IBPLGInfo, IBPLGState
+from bnpjax.ops import truncated_poisson_log_pmf
+from bnpjax.priors import ibp
+
+__all__ = [
+    "entry_log_likelihood",
+    "finish_sweep",
+    "hyper_updates",
+    "log_joint",
+    "new_feature_log_weights",
+    "posterior_A",
+    "sample_A",
+]
+
+_LOG_2PI = math.log(2 * math.pi)
+
+
+def _slot_normals(key, capacity, D, dtype):
+    return jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(key, k), (D,), dtype))(
+        jnp.arange(capacity)
+    )
+
+
+def posterior_A(Z, X, ratio):
+    """Cholesky factor of ``M = Z'Z + ratio I`` and the posterior mean ``M^-1 Z'X`` of ``A``."""
+    C = Z.shape[1]
+    M = Z.T @ Z + ratio * jnp.eye(C, dtype=Z.dtype)
+    chol = jnp.linalg.cholesky(M)
+    return chol, cho_solve((chol, True), Z.T @ X)
+
+
+def sample_A(key, Z, X, sigma_x, sigma_a):
+    """``A | Z, X ~ N(mu, sigma_x^2 M^-1)`` column by column; inactive columns are zero."""
+    chol, mean = posterior_A(Z, X, (sigma_x / sigma_a) ** 2)
+    noise = _slot_normals(key, Z.shape[1], X.shape[1], X.dtype)
+    A = mean + sigma_x * solve_triangular(chol.T, noise, lower=False)
+    return A * (Z.sum(0) > 0)[:, None]
+
+
+def hyper_updates(key, data, hyper, Z, A, state, flags):
+    """``sigma_x``, ``sigma_a``, the missing entries and ``alpha`` from their conditionals
+    (each hyperparameter only where its ``flags`` entry is on).
+
+    The three Gamma variates come from one vectorised draw: one rejection sampler in the
+    compiled program instead of three keeps compilation short."""
+    key_gamma, key_x = jax.random.split(key)
+    N, D = data.X.shape
+    active = Z.sum(0) > 0
+    k_plus = jnp.sum(active)
+    X = state.X
+    resid = X - Z @ A
+    shapes = jnp.stack(
+        [
+            hyper.sigma_x_shape + 0.5 * N * D,
+            hyper.sigma_a_shape + 0.5 * k_plus * D,
+            ibp.alpha_posterior(k_plus, N, hyper.alpha_shape, hyper.alpha_rate)[0],
+        ]
+    ).astype(X.dtype)
+    rates = jnp.stack(
+        [
+            hyper.sigma_x_scale + 0.5 * jnp.sum(resid**2),
+            hyper.sigma_a_scale + 0.5 * jnp.sum(A**2),
+            ibp.alpha_posterior(k_plus, N, hyper.alpha_shape, hyper.alpha_rate)[1],
+        ]
+    ).astype(X.dtype)
+    gammas = jax.random.gamma(key_gamma, shapes, dtype=X.dtype) / rates
+    sigma_x = jnp.where(flags["sample_sigma_x"], jax.lax.rsqrt(gammas[0]), state.sigma_x)
+    sigma_a = jnp.where(flags["sample_sigma_a"], jax.lax.rsqrt(gammas[1]), state.sigma_a)
+    alpha = jnp.where(flags["sample_alpha"], gammas[2], state.alpha)
+    noise = jax.random.normal(key_x, X.shape, X.dtype)
+    X = jnp.where(data.mask > 0, data.X, Z @ A + sigma_x * noise)
+    return IBPLGState(Z, A, alpha, sigma_x, sigma_a, X)
+
+
+def log_joint(data: IBPLGData, hyper: IBPLGHyper, state: IBPLGState, flags=None) -> jax.Array:
+    """``log p(X_obs, Z, A, sigma, alpha)``: the observed entries, ``A`` of the active columns,
+    the IBP probability of ``[Z]`` (:func:`bnpjax.priors.ibp.log_prob`) and the hyperpriors of
+    the hyperparameters sampled according to ``flags``.
+
+    References
+    ----------
+    Griffiths & Ghahramani (2011), eq. 14 (P([Z])) and sec. 5 (the likelihood).
+    """
+    D = data.X.shape[1]
+    active = state.Z.sum(0) > 0
+    resid = (data.X - state.Z @ state.A) * data.mask
+    sx2, sa2 = state.sigma_x**2, state.sigma_a**2
+    log_x = -0.5 * jnp.sum(data.mask) * (_LOG_2PI + jnp.log(sx2)) - 0.5 * jnp.sum(resid**2) / sx2
+    log_a = -0.5 * jnp.sum(active) * D * (_LOG_2PI + jnp.log(sa2)) - 0.5 * jnp.sum(state.A**2) / sa2
+    out = log_x + log_a + ibp.log_prob(state.Z, state.alpha)
+    flags = flags or {}
+    if flags.get("sample_alpha", False):
+        a, b = hyper.alpha_shape, hyper.alpha_rate
+        out += a * jnp.log(b) - gammaln(a) + (a - 1) * jnp.log(state.alpha) - b * state.alpha
+    for name, var in (("sigma_x", sx2), ("sigma_a", sa2)):
+        if flags.get(f"sample_{name}", False):
+            a, s = getattr(hyper, f"{name}_shape"), getattr(hyper, f"{name}_scale")
+            out += a * jnp.log(s) - gammaln(a) - (a + 1) * jnp.log(var) - s / var
+    return out
+
+
+def _info(data, hyper, state, flags, exceeded, needed):
+    active = state.Z.sum(0) > 0
+    return IBPLGInfo(
+        lp=log_joint(data, hyper, state, flags),
+        num_features=jnp.sum(active).astype(jnp.int32),
+        capacity_exceeded=exceeded,
+        capacity_needed=needed.astype(jnp.int32),
+    )
+
+
+def finish_sweep(keys, data, hyper, state, Z, exceeded, shortfall, flags):
+    """The end of a sweep of either sampler, given its new ``Z``: ``A | Z, X``, then
+    :func:`hyper_updates`, and the step's info (``keys``: the keys of the two draws)."""
+    key_A, key_rest = keys
+    A = sample_A(key_A, Z, state.X, state.sigma_x, state.sigma_a)
+    new = hyper_updates(key_rest, data, hyper, Z, A, state, flags)
+    needed = jnp.sum(Z.sum(0) > 0) + shortfall
+    return new, _info(data, hyper, new, flags, exceeded, needed)
+
+
+def new_feature_log_weights(alpha, rate_rows, kappa, rss, base_var, sigma_a2, D):
+    """``log p(k_new = k)`` for ``k = 0..kappa`` up to a constant: a Poisson(alpha / N) prior
+    truncated at ``kappa`` times the Gaussian predictive of the row with ``k`` new features
+    (variance ``base_var + k sigma_a^2``)."""
+    k = jnp.arange(kappa + 1, dtype=rss.dtype)
+    var = base_var[..., None] + k * sigma_a2
+    log_prior = truncated_poisson_log_pmf(jnp.arange(kappa + 1), alpha / rate_rows, kappa)
+    return log_prior - 0.5 * D * jnp.log(var) - 0.5 * rss[..., None] / var
+
+
+def entry_log_likelihood(X, observed, Z, A, sigma_x) -> jax.Array:
+    """``log N(x_nd | (Z A)_nd, sigma_x^2)`` at the flat entries ``observed`` of ``X``
+    (row-major indices), shape (len(observed),)."""
+    mean = (Z @ A).reshape(-1)[observed]
+    x = X.reshape(-1)[observed]
+    sx2 = sigma_x**2
+    return -0.5 * (_LOG_2PI + jnp.log(sx2)) - 0.5 * (x - mean) ** 2 / sx2

@@ -1,0 +1,189 @@
+"""Predictions, pointwise log-likelihoods and feature weights of the linear-Gaussian IBP
+model from posterior draws (the draws must keep ``Z`` and ``A``: ``trace_features=True``)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnpjax.infer.predictive import map_draws
+from bnpjax.models.ibp_lg.conditionals import entry_log_likelihood
+from bnpjax.models.ibp_lg.data import IBPLGData
+
+__all__ = ["feature_means", "log_likelihood", "predict"]
+
+
+def _posterior(draws, names) -> dict:
+    """``{name: array (chain, draw, ...)}`` from the InferenceData of :func:`bnpjax.sample`, a
+    run's ``trace``, or a list of them pooled along the chain axis (feature axes zero-padded to the
+    largest buffer, as the driver pads a grown one: padded slots are inactive)."""
+    runs = list(draws) if isinstance(draws, list | tuple) else [draws]
+    if not runs or not all(hasattr(r, "posterior") or isinstance(r, dict) for r in runs):
+        raise ValueError("draws must be the InferenceData of bnpjax.sample, a trace, or a list")
+    tables = [r.posterior if hasattr(r, "posterior") else r.get("posterior", {}) for r in runs]
+    out = {}
+    for name in names:
+        if not all(name in t for t in tables):
+            raise ValueError(f"draws: the posterior lacks {name!r}")
+        values = [np.asarray(t[name]) for t in tables]
+        widest = np.max([v.shape for v in values], axis=0)
+        values = [
+            np.pad(
+                v,
+                [
+                    (0, w - s if i >= 2 else 0)
+                    for i, (w, s) in enumerate(zip(widest, v.shape, strict=True))
+                ],
+            )
+            for v in values
+        ]
+        out[name] = np.concatenate(values, axis=0)
+    return out
+
+
+def _check_data(data):
+    if not isinstance(data, IBPLGData):
+        raise ValueError("data must come from bnpjax.models.ibp_lg.make_data")
+
+
+def _as_test(test, data: IBPLGData) -> IBPLGData:
+    """``test`` as IBPLGData: an IBPLGData, or a pair ``(X, mask)`` whose True entries are the
+    held-out entries (rows without any are allowed)."""
+    if isinstance(test, IBPLGData):
+        X, mask = np.asarray(test.X), np.asarray(test.mask) > 0
+    else:
+        try:
+            X, mask = test
+        except (TypeError, ValueError):
+            raise ValueError("test must be IBPLGData or a pair (X, mask)") from None
+        X, mask = np.asarray(X, float), np.asarray(mask)
+        if mask.dtype != bool:
+            raise ValueError("test: mask must be boolean")
+    if X.shape != tuple(data.X.shape) or mask.shape != X.shape:
+        raise ValueError(f"test must have the shape of data.X {tuple(data.X.shape)}")
+    if not np.all(np.isfinite(X[mask])):
+        raise ValueError("test: X must be finite at the held-out entries")
+    dtype = data.X.dtype
+    return IBPLGData(
+        jnp.asarray(np.where(mask, X, 0.0), dtype),
+        jnp.asarray(mask, dtype),
+        jnp.asarray(np.flatnonzero(mask), jnp.int32),
+    )
+
+
+def _arrays(draws, names):
+    try:
+        return _posterior(draws, names)
+    except ValueError as err:
+        if "lacks" in str(err):
+            raise ValueError("the fit kept no features: sample with trace_features=True") from err
+        raise
+
+
+def predict(draws, data: IBPLGData, test=None, *, key=None) -> np.ndarray:
+    """Posterior predictions of held-out entries, one per posterior draw.
+
+    Parameters
+    ----------
+    draws : arviz.InferenceData, dict or list
+        The InferenceData of :func:`bnpjax.sample`, a run's ``trace``, or a list of them
+        (pooled along the chain axis).
+    data : IBPLGData
+        The training data.
+    test : IBPLGData or (X, mask), optional
+        The held-out entries (True in ``mask``; the values are not used here). Default: the
+        missing entries of ``data``.
+    key : jax.Array, optional
+        Without it the means ``(Z A)_nd``; with it draws ``x_nd ~ N((Z A)_nd, sigma_x^2)``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (chain, draw, entry)
+        Entries in row-major order.
+    """
+    _check_data(data)
+    if test is None:
+        missing = np.asarray(data.mask) == 0
+        test = (np.zeros(missing.shape), missing)
+    target = _as_test(test, data)
+    arrays = _arrays(draws, ["Z", "A", "sigma_x"])
+    observed = target.observed
+    if key is not None:
+        chain, draw = arrays["sigma_x"].shape[:2]
+        arrays["index"] = np.arange(chain * draw).reshape(chain, draw)
+
+    def one(d):
+        mean = (d["Z"].astype(d["A"].dtype) @ d["A"]).reshape(-1)[observed]
+        if key is None:
+            return mean
+        noise = jax.random.normal(jax.random.fold_in(key, d["index"]), mean.shape, mean.dtype)
+        return mean + d["sigma_x"] * noise
+
+    return map_draws(one, arrays)
+
+
+def log_likelihood(draws, data: IBPLGData, test=None) -> np.ndarray:
+    """Pointwise ``log N(x_nd | (Z A)_nd, sigma_x^2)`` for every posterior draw.
+
+    Parameters
+    ----------
+    draws : arviz.InferenceData, dict or list
+        As in :func:`predict`.
+    data : IBPLGData
+        The training data.
+    test : IBPLGData or (X, mask), optional
+        Held-out entries (True in ``mask``) and their values; None scores the observed
+        entries of ``data``. Missing entries are never scored.
+
+    Returns
+    -------
+    numpy.ndarray, shape (chain, draw, entry)
+        Entries in row-major order.
+    """
+    _check_data(data)
+    target = data if test is None else _as_test(test, data)
+    arrays = _arrays(draws, ["Z", "A", "sigma_x"])
+    return map_draws(
+        lambda d: entry_log_likelihood(
+            target.X, target.observed, d["Z"].astype(d["A"].dtype), d["A"], d["sigma_x"]
+        ),
+        arrays,
+    )
+
+
+def feature_means(draws, data: IBPLGData) -> np.ndarray:
+    """``E[A | Z, X_obs, sigma] = (Z'Z + sigma_x^2 / sigma_a^2 I)^-1 Z'X`` per posterior draw,
+    per column of ``X`` over its observed rows (zero in inactive feature columns).
+
+    Parameters
+    ----------
+    draws : arviz.InferenceData, dict or list
+        As in :func:`predict`; needs ``Z``, ``sigma_x`` and ``sigma_a``.
+    data : IBPLGData
+        The training data.
+
+    Returns
+    -------
+    numpy.ndarray, shape (chain, draw, capacity, D)
+
+    References
+    ----------
+    Griffiths & Ghahramani (2011), sec. 5 (the posterior of ``A`` given ``Z``).
+    """
+    _check_data(data)
+    arrays = _arrays(draws, ["Z", "sigma_x", "sigma_a"])
+    X, mask = data.X, data.mask
+
+    def one(d):
+        Z = d["Z"].astype(X.dtype)
+        ratio = (d["sigma_x"] / d["sigma_a"]) ** 2
+        eye = jnp.eye(Z.shape[1], dtype=X.dtype)
+
+        def column(x, m):
+            Zm = Z * m[:, None]
+            return jnp.linalg.solve(Zm.T @ Z + ratio * eye, Zm.T @ x)
+
+        return jax.vmap(column, in_axes=(1, 1), out_axes=1)(X, mask)
+
+    return map_draws(one, arrays)

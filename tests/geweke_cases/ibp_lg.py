@@ -1,0 +1,96 @@
+"""Geweke cases of both samplers of the linear-Gaussian IBP model (every hyperparameter
+sampled), and their broken twins: the same sweep of ``Z`` and draw of ``A``, then
+``sigma_a^2 | A`` drawn with the ``K+ D / 2`` of its inverse-Gamma shape forgotten."""
+
+import importlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnpjax.infer import bind
+from bnpjax.models import ibp_lg
+from bnpjax.models.ibp_lg import geweke
+from bnpjax.models.ibp_lg.conditionals import _info, hyper_updates, sample_A
+from bnpjax.testing import GewekeCase
+
+# the algorithm modules (the package's attributes of the same names are the factories)
+_collapsed = importlib.import_module("bnpjax.models.ibp_lg.collapsed_gibbs")
+_parallel = importlib.import_module("bnpjax.models.ibp_lg.parallel_gibbs")
+
+ROWS, DIMS = 6, 3
+SETTINGS = {"capacity": 40, "kappa": 8}
+HYPER = ibp_lg.make_hyper(
+    alpha_prior=(4.0, 4.0), sigma_x_prior=(3.0, 2.0), sigma_a_prior=(3.0, 2.0)
+)
+BASE = ibp_lg.make_data(np.zeros((ROWS, DIMS)))
+
+
+def statistics(state, data):
+    m = state.Z.sum(0)
+    return {
+        "K+": jnp.sum(m > 0).astype(float),
+        "sum Z": jnp.sum(state.Z),
+        "sum m^2": jnp.sum(m**2),
+        "alpha": state.alpha,
+        "sigma_x^2": state.sigma_x**2,
+        "sigma_a^2": state.sigma_a**2,
+        "mean X^2": jnp.mean(data.X**2),
+        "<X, ZA>": jnp.sum(data.X * (state.Z @ state.A)),
+        "sum A^2": jnp.sum(state.A**2),
+    }
+
+
+def _broken_finish(keys, data, hyper, state, Z, exceeded, shortfall, flags):
+    key_A, key_rest = keys
+    flags = dict(flags)
+    A = sample_A(key_A, Z, state.X, state.sigma_x, state.sigma_a)
+    new = hyper_updates(key_rest, data, hyper, Z, A, state, flags)
+    # the slip: sigma_a^2 | A ~ InvGamma(a_A, b_A + |A|^2 / 2), the K+ D / 2 forgotten
+    rate = hyper.sigma_a_scale + 0.5 * jnp.sum(A**2)
+    gamma = jax.random.gamma(jax.random.fold_in(key_rest, 1), hyper.sigma_a_shape) / rate
+    new = new._replace(sigma_a=jax.lax.rsqrt(gamma))
+    needed = jnp.sum(Z.sum(0) > 0) + shortfall
+    return new, _info(data, hyper, new, flags, exceeded, needed)
+
+
+def _broken_collapsed_step(data, hyper, key, state, *, kappa, flags):
+    key_rows, key_A, key_rest = jax.random.split(key, 3)
+    Z, exceeded, shortfall = _collapsed._sweep_Z(key_rows, state, kappa=kappa)
+    return _broken_finish((key_A, key_rest), data, hyper, state, Z, exceeded, shortfall, flags)
+
+
+def _broken_parallel_step(data, hyper, key, state, *, kappa, flags):
+    key_order, key_cols, key_new, key_A, key_rest = jax.random.split(key, 5)
+    Z, exceeded, shortfall = _parallel._sweep_Z((key_order, key_cols, key_new), state, kappa=kappa)
+    return _broken_finish((key_A, key_rest), data, hyper, state, Z, exceeded, shortfall, flags)
+
+
+def _broken(factory, step):
+    def build(data, hyper=None, **settings):
+        flags = {"sample_alpha": True, "sample_sigma_x": True, "sample_sigma_a": True}
+        algorithm = factory(data, hyper, **settings)
+        step_fn = bind(step, data, hyper, kappa=settings["kappa"], flags=tuple(flags.items()))
+        return algorithm._replace(step=step_fn)
+
+    return build
+
+
+CASES = [
+    GewekeCase(
+        name=f"ibp_lg.{name}",
+        module=geweke,
+        factory=factory,
+        data=BASE,
+        hyper=HYPER,
+        settings=SETTINGS,
+        statistics=statistics,
+        broken_factory=_broken(factory, step),
+        num_successive=6000,
+        seed=5,
+    )
+    for name, factory, step in (
+        ("collapsed_gibbs", ibp_lg.collapsed_gibbs, _broken_collapsed_step),
+        ("parallel_gibbs", ibp_lg.parallel_gibbs, _broken_parallel_step),
+    )
+]
