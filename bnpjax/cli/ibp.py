@@ -26,7 +26,7 @@ def _factory(sampler: str):
     return {"collapsed": ibp_lg.collapsed_gibbs, "parallel": ibp_lg.parallel_gibbs}[sampler]
 
 
-def _matched_features(idata, X, true_features):
+def _matched_features(idata, data, true_features):
     """Posterior mean features of the highest-density draw among those with the modal K+,
     matched to the true features (Hungarian assignment on mean absolute difference).
     Returns the matched features and their mean absolute error."""
@@ -34,16 +34,15 @@ def _matched_features(idata, X, true_features):
 
     from bnpjax.models import ibp_lg
 
-    k = idata.posterior["num_features"].values
+    post = idata.posterior
+    k = post["num_features"].values
     lp = np.where(k == np.bincount(k.ravel()).argmax(), idata.sample_stats["lp"].values, -np.inf)
     chain, draw = np.unravel_index(np.argmax(lp), lp.shape)
-    post = idata.posterior
-    A = ibp_lg.posterior_mean_features(
-        post["Z"].values[chain, draw],
-        X,
-        float(post["sigma_x"].values[chain, draw]),
-        float(post["sigma_a"].values[chain, draw]),
-    )
+    best = {
+        name: post[name].values[chain, draw][None, None] for name in ("Z", "sigma_x", "sigma_a")
+    }
+    A = np.asarray(ibp_lg.feature_means({"posterior": best}, data)[0, 0])
+    A = A[best["Z"][0, 0].sum(0) > 0]  # the active features
     cost = np.abs(true_features[:, None, :] - A[None, :, :]).mean(-1)
     rows, cols = linear_sum_assignment(cost)
     return A[cols[np.argsort(rows)]], cost[rows, cols].mean()
@@ -69,7 +68,7 @@ def demo(args) -> int:
         print(f"{name} Gibbs: posterior of K+ ({share}); mode {int(counts.argmax())}")
         print(summary(idata, ["sigma_x", "sigma_a", "alpha"]).to_string())
         print(f"  {timing(idata, digits=1)}")
-        panels[name], error = _matched_features(idata, sim["X"], sim["A"])
+        panels[name], error = _matched_features(idata, data, sim["A"])
         print(f"  matched features: mean absolute error {error:.3f}")
         written.append(write_idata(idata, out_dir / f"bnpjax_demo_ibp_{name}.nc"))
     png = save_figure(out_dir / "bnpjax_demo_ibp_features.png", plot_features, panels)
