@@ -67,7 +67,7 @@ class _Crash(Exception):
 def test_checkpoint_taken_during_warmup_finishes_the_warmup(tmp_path, monkeypatch):
     # ILFM adapts its step size in warmup only: a run that crashed mid-warmup must resume by
     # finishing the warmup, and then draw what the uninterrupted run draws
-    import bnpjax.infer.checkpoint as checkpoint_module
+    import bnpjax.infer.driver as driver_module
 
     rng = np.random.default_rng(0)
     Y = (rng.random((1, 8, 8)) < 0.3).astype(float)
@@ -75,13 +75,13 @@ def test_checkpoint_taken_during_warmup_finishes_the_warmup(tmp_path, monkeypatc
     key = jax.random.key(2)
     whole = bnpjax.sample(algorithm, key, 3, num_warmup=4, num_chains=2, progress_bar=False)
 
-    real_save = checkpoint_module.save_checkpoint
+    real_save = driver_module.save_checkpoint
 
     def save_then_crash(*args, **kwargs):
         real_save(*args, **kwargs)
         raise _Crash
 
-    monkeypatch.setattr(checkpoint_module, "save_checkpoint", save_then_crash)
+    monkeypatch.setattr(driver_module, "save_checkpoint", save_then_crash)
     path = tmp_path / "warm.npz"
     with pytest.raises(_Crash):
         bnpjax.infer.run(

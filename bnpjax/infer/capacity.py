@@ -51,29 +51,32 @@ def growable(
 class _PadFields:
     """``grow_state`` padding named fields of a NamedTuple state (hashable, comparable)."""
 
-    def __init__(self, axes: Mapping[str, int], fill: Mapping[str, Any]):
+    def __init__(self, axes: Mapping[str, Any], fill: Mapping[str, Any]):
         self.axes = dict(axes)
         self.fill = dict(fill)
 
     def __call__(self, state, capacity: int):
-        updates = {
-            name: pad_axis(getattr(state, name), axis, capacity, self.fill.get(name, 0))
-            for name, axis in self.axes.items()
-        }
+        updates = {}
+        for name, axes in self.axes.items():
+            value = getattr(state, name)
+            for axis in (axes,) if isinstance(axes, int) else axes:
+                value = pad_axis(value, axis, capacity, self.fill.get(name, 0))
+            updates[name] = value
         return state._replace(**updates)
 
     def __repr__(self):
         return f"pad_fields({self.axes}, fill={self.fill})"
 
 
-def pad_fields(axes: Mapping[str, int], fill: Mapping[str, Any] | None = None):
+def pad_fields(axes: Mapping[str, int | tuple[int, ...]], fill: Mapping[str, Any] | None = None):
     """A ``grow_state`` that pads the fields ``axes`` names along the axis it gives.
 
     Parameters
     ----------
     axes
         ``{field: axis}``, e.g. ``{"Z": 1, "A": 0}`` for a state with ``Z`` (rows, capacity)
-        and ``A`` (capacity, dims).
+        and ``A`` (capacity, dims); a tuple of axes pads each of them (``{"W": (-2, -1)}``
+        for feature-by-feature weights).
     fill
         ``{field: value}`` for the new slots (default 0, i.e. inactive).
 

@@ -1,94 +1,20 @@
-"""The infinite latent feature relational model: Geweke tests (and one that must fail),
-capacity growth, link prediction on a planted structure, loaders and input validation."""
+"""The infinite latent feature relational model: capacity growth, link prediction on a planted
+structure, the pointwise log-likelihood, loaders, input validation and the deprecated names.
+(Its Geweke cases are in tests/geweke_cases/ilfm.py.)"""
 
+import warnings
+
+import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from bnpjax.datasets import DataNotFoundError, kinship, nations, umls
-from bnpjax.infer import run, to_inference_data
+from bnpjax.infer import predictive, run, to_inference_data
 from bnpjax.metrics import roc_auc
 from bnpjax.models import ilfm
-from bnpjax.testing import geweke_test
-
-N, R, CAPACITY = 5, 2, 24
-HYPER = ilfm.make_hyper(alpha=(3.0, 3.0), sigma_w=1.0, sigma_s=1.0)
-
-
-def _statistics(state, data):
-    m = state.F.sum(0)
-    logits = ilfm._logits(state.F, state.W, ilfm._offset(state.bias, state.beta, data.X))
-    return {
-        "K+": jnp.sum(m > 0).astype(float),
-        "sum F": jnp.sum(state.F),
-        "sum W^2": jnp.sum(state.W**2),
-        "sum W": jnp.sum(state.W),
-        "bias0": state.bias[0],
-        "alpha": state.alpha,
-        "mean Y": jnp.sum(data.Y) / jnp.sum(data.mask),
-        "<Y, logits>": jnp.sum(data.mask * data.Y * logits),
-        **(
-            {"beta[0, 0]": state.beta[0, 0], "sum beta^2": jnp.sum(state.beta**2)}
-            if state.beta.shape[-1]
-            else {}
-        ),
-    }
-
-
-def _geweke(seed=3, weights="hmc", link="logit", covariates=False, num_successive=4_000):
-    rng = np.random.default_rng(0)
-    extra = {}
-    if covariates:  # one pair covariate and one entity covariate (sender and receiver terms)
-        extra = dict(covariates=rng.normal(size=(N, N)), entity_covariates=rng.normal(size=N))
-    base = ilfm.make_data(np.zeros((R, N, N)), **extra)
-    return geweke_test(
-        jax.random.key(seed),
-        prior_sample=lambda key: ilfm.prior_sample(
-            key, N, R, HYPER, capacity=CAPACITY, step_size=0.3, num_covariates=base.X.shape[0]
-        ),
-        data_sample=lambda key, state: ilfm.data_sample(key, state, base, link),
-        kernel=lambda data: ilfm.gibbs(
-            data,
-            hyper=HYPER,
-            capacity=CAPACITY,
-            kappa=6,
-            num_leapfrog=5,
-            weights=weights,
-            link=link,
-        ),
-        test_functions=_statistics,
-        num_marginal=20_000,
-        num_successive=num_successive,
-    )
-
-
-# Each run covers one weight mover and one link: the HMC gradient is jax.grad of the same
-# log-likelihood the MH ratio uses, so the movers and the links do not interact beyond that,
-# and two runs cover both movers, both links and the covariate terms.
-@pytest.mark.parametrize(
-    ("weights", "link", "covariates"), [("hmc", "logit", True), ("random_walk", "probit", False)]
-)
-def test_geweke(weights, link, covariates):
-    result = _geweke(weights=weights, link=link, covariates=covariates)
-    assert result.passed, str(result)
-
-
-def test_geweke_catches_the_seed_slip_in_the_new_feature_rate(monkeypatch):
-    """Seed 000 writes Poisson(alpha) for the new features; the right rate is alpha / N."""
-    original = ilfm.sample_truncated_poisson
-
-    def rate_alpha(key, rate, kappa):
-        return original(key, rate * N, kappa)
-
-    monkeypatch.setattr(ilfm, "sample_truncated_poisson", rate_alpha)
-    try:
-        # a rate N times too large: a short successive chain is enough to see it
-        result = _geweke(num_successive=1_000)
-    except RuntimeError as err:  # K+ runs away: the chains overflow any fixed buffer
-        assert "capacity" in str(err)
-    else:
-        assert not result.passed, str(result)
+from bnpjax.models.ilfm.joint import probabilities, single_probabilities
 
 
 def _planted(seed, num_entities=30, num_relations=3):
@@ -112,7 +38,7 @@ def test_link_prediction_on_a_planted_structure_and_capacity_growth():
     result = run(algorithm, jax.random.key(0), 150, num_warmup=100, progress_bar=False)
     assert result.algorithm.capacity > 2
     post = result.trace["posterior"]
-    probs = jax.vmap(jax.vmap(ilfm.link_probabilities))(
+    probs = jax.vmap(jax.vmap(probabilities))(
         ilfm.ILFMState(
             post["F"],
             post["W"],
@@ -122,16 +48,18 @@ def test_link_prediction_on_a_planted_structure_and_capacity_growth():
             jnp.zeros((*post["bias"].shape, 0)),
         )
     ).mean(axis=(0, 1))
-    # the public posterior mean: the same average, in chunks of draws
-    np.testing.assert_allclose(
-        ilfm.posterior_link_probabilities(result.trace, data, chunk=40), probs, rtol=1e-5
-    )
-    # 150 draws in chunks of 40: the last chunk is padded, so one program serves every call
-    programs = ilfm._probability_sum._cache_size()
-    ilfm.posterior_link_probabilities(result.trace, data, chunk=40)
-    assert ilfm._probability_sum._cache_size() == programs
+    # the public posterior mean: the same average, in batches of draws
+    np.testing.assert_allclose(ilfm.predict(result.trace, data, batch_size=40), probs, rtol=1e-5)
+    # 150 draws in batches of 40: the last batch is padded, so one program serves every call
+    programs = predictive._apply._cache_size()
+    ilfm.predict(result.trace, data, batch_size=40)
+    assert predictive._apply._cache_size() == programs
     off = ~np.eye(Y.shape[1], dtype=bool)[None]
     test = held & off
+    # the held-out entries only: the same numbers, in the order of np.nonzero
+    np.testing.assert_allclose(
+        ilfm.predict(result.trace, data, test, batch_size=40), probs[test], rtol=1e-5
+    )
     auc = roc_auc(np.asarray(Y[test]), np.asarray(probs)[test])
     assert auc > 0.85, auc
     acceptance = np.asarray(result.trace["sample_stats"]["acceptance_rate"])
@@ -223,12 +151,12 @@ def test_single_mode_runs_one_model_per_relation():
     post = result.trace["posterior"]
     assert post["F"].shape == (1, 20, 2, 16, result.algorithm.capacity)
     assert post["alpha"].shape == (1, 20, 2)
-    probs = ilfm.single_link_probabilities(jax.tree.map(lambda x: x[0], result.final_state))
+    probs = single_probabilities(jax.tree.map(lambda x: x[0], result.final_state))
     assert probs.shape == (2, 16, 16)
-    # the posterior mean over the 20 draws, from the InferenceData, in chunks of 7
-    mean = ilfm.posterior_link_probabilities(to_inference_data(result), data, chunk=7)
+    # the posterior mean over the 20 draws, from the InferenceData, in batches of 7
+    mean = ilfm.predict(to_inference_data(result), data, batch_size=7)
     per_draw = [
-        ilfm.single_link_probabilities(
+        single_probabilities(
             ilfm.ILFMState(  # the trace drops the state's per-model relation axis
                 post["F"][0, d],
                 post["W"][0, d][:, None],
@@ -242,6 +170,78 @@ def test_single_mode_runs_one_model_per_relation():
     ]
     np.testing.assert_allclose(mean, np.mean(per_draw, axis=0), rtol=1e-5)
     with pytest.raises(ValueError, match="draws must be"):
-        ilfm.posterior_link_probabilities(post, data)
+        ilfm.predict(post, data)
     with pytest.raises(ValueError, match="mode"):
         ilfm.gibbs(data, mode="both")
+
+
+def test_trace_keeps_the_pointwise_log_likelihood_of_the_observed_entries_only():
+    """The log_likelihood group holds one value per observed (not held-out, not missing, not
+    diagonal) entry, equal to ilfm.log_likelihood of the draws; az.loo reads it."""
+    Y = _planted(5, num_entities=8, num_relations=2)
+    held = np.random.default_rng(6).random(Y.shape) < 0.2
+    Y[0, 0, 1] = np.nan  # a missing entry
+    data = ilfm.make_data(Y, mask=~held)
+    test = ilfm.make_data(Y, mask=held)
+    observed = int(np.asarray(data.mask).sum())
+    for mode in ("global", "single"):
+        algorithm = ilfm.gibbs(data, capacity=4, num_leapfrog=3, mode=mode)
+        result = run(
+            algorithm, jax.random.key(2), 6, num_warmup=2, num_chains=2, progress_bar=False
+        )
+        pointwise = result.trace["log_likelihood"]["Y"]
+        assert pointwise.shape == (2, 6, observed)
+        assert np.all(pointwise < 0)
+        np.testing.assert_allclose(ilfm.log_likelihood(result.trace, data), pointwise, rtol=1e-9)
+        heldout = ilfm.log_likelihood(result.trace, data, test)
+        assert heldout.shape == (2, 6, int(np.asarray(test.mask).sum()))
+        # the held-out log density and the predicted probabilities agree
+        p = ilfm.predict(result.trace, data, test)
+        y = np.asarray(test.Y)[np.asarray(test.mask) > 0]
+        expected = np.log(np.where(y > 0, p, 1 - p))
+        lppd = np.log(np.mean(np.exp(heldout), axis=(0, 1)))
+        np.testing.assert_allclose(lppd, expected, rtol=1e-6)
+    idata = to_inference_data(result)
+    assert idata.observed_data["Y"].shape == (observed,)
+    with warnings.catch_warnings():  # 12 draws: ArviZ may warn about its Pareto k estimates
+        warnings.simplefilter("ignore")
+        loo = az.loo(idata, pointwise=True)
+    assert loo.loo_i.shape == (observed,)
+
+
+def test_old_names_still_work_and_warn():
+    Y = _planted(7, num_entities=6, num_relations=1)
+    with pytest.warns(FutureWarning, match="alpha_prior"):
+        hyper = ilfm.make_hyper(alpha=(2.0, 1.0))
+    assert float(hyper.alpha_shape) == 2.0
+    data = ilfm.make_data(Y)
+    with pytest.warns(FutureWarning, match="likelihood"):
+        algorithm = ilfm.gibbs(data, hyper, capacity=4, num_leapfrog=2, link="probit")
+    assert algorithm.spec.settings["likelihood"] == "probit"
+    result = run(algorithm, jax.random.key(0), 3, progress_bar=False)
+    with pytest.warns(FutureWarning, match="predict"):
+        old = ilfm.posterior_link_probabilities(result.trace, data, link="probit", chunk=2)
+    np.testing.assert_allclose(old, ilfm.predict(result.trace, data, likelihood="probit"))
+    state = jax.tree.map(lambda x: x[0], result.final_state)
+    with pytest.warns(FutureWarning, match="predict"):
+        p = ilfm.link_probabilities(state, "probit")
+    np.testing.assert_allclose(p, probabilities(state, "probit"))
+    with pytest.warns(FutureWarning, match="geweke"):
+        prior = ilfm.prior_sample(jax.random.key(1), 6, 1, hyper, capacity=4)
+    assert prior.F.shape == (6, 4)
+    with pytest.warns(FutureWarning, match="geweke"):
+        ilfm.data_sample(jax.random.key(2), prior, data)
+    assert ilfm.LINKS == ilfm.LIKELIHOODS
+
+
+def test_levels_match_the_factory():
+    """init and build_step are the factory's kernel, one level down (BlackJAX's shape)."""
+    Y = _planted(8, num_entities=6, num_relations=2)
+    data, hyper = ilfm.make_data(Y), ilfm.make_hyper()
+    algorithm = ilfm.gibbs(data, hyper, capacity=4, num_leapfrog=2)
+    state = ilfm.init(jax.random.key(0), data, hyper, capacity=4)
+    jax.tree.map(np.testing.assert_array_equal, state, algorithm.init(jax.random.key(0)))
+    step = ilfm.build_step(num_leapfrog=2)
+    new, info = step(jax.random.key(1), state, data, hyper)
+    expected, expected_info = algorithm.step(jax.random.key(1), state)
+    jax.tree.map(np.testing.assert_allclose, (new, info), (expected, expected_info))

@@ -1,0 +1,221 @@
+"""Data, hyperparameters, state and diagnostics of the infinite latent feature relational model.
+
+:func:`make_data` validates links (and optional covariates) once at the boundary and returns
+an :class:`ILFMData` of static-shaped arrays; :func:`make_hyper` builds the priors.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnpjax.infer.checks import check_positive, renamed_arguments
+
+__all__ = ["ILFMData", "ILFMHyper", "ILFMInfo", "ILFMState", "make_data", "make_hyper"]
+
+
+class ILFMData(NamedTuple):
+    """Links and pair covariates (from :func:`make_data`).
+
+    Attributes
+    ----------
+    Y
+        (R, N, N) links in {0, 1}; 0 where unobserved.
+    mask
+        (R, N, N), 1.0 where observed (held-out, missing and, by default, diagonal entries 0).
+    X
+        (C, N, N) pair covariates (C = 0 without).
+    """
+
+    Y: jax.Array
+    mask: jax.Array
+    X: jax.Array
+
+
+class ILFMHyper(NamedTuple):
+    """Hyperparameters (from :func:`make_hyper`).
+
+    Attributes
+    ----------
+    alpha_shape, alpha_rate
+        the Gamma(shape, rate) prior of the IBP concentration alpha.
+    sigma_w, sigma_s, sigma_beta
+        prior standard deviations of the feature weights, the relation biases and the
+        covariate coefficients.
+    """
+
+    alpha_shape: jax.Array
+    alpha_rate: jax.Array
+    sigma_w: jax.Array
+    sigma_s: jax.Array
+    sigma_beta: jax.Array
+
+
+class ILFMState(NamedTuple):
+    """Sampler state. With ``mode="single"`` every field has a leading relation axis (and
+    ``W``, ``bias``, ``beta`` a relation axis of length 1 per model).
+
+    Attributes
+    ----------
+    F
+        (N, capacity) binary features.
+    W
+        (R, capacity, capacity) weights, zero outside the active block.
+    bias
+        (R,) relation biases.
+    alpha
+        the IBP concentration.
+    log_step_size
+        log of the HMC (or random-walk) step size, adapted during warmup only.
+    beta
+        (R, C) covariate coefficients.
+    """
+
+    F: jax.Array
+    W: jax.Array
+    bias: jax.Array
+    alpha: jax.Array
+    log_step_size: jax.Array
+    beta: jax.Array
+
+
+class ILFMInfo(NamedTuple):
+    """Per-step diagnostics.
+
+    Attributes
+    ----------
+    lp
+        the log joint density of the new state.
+    num_features
+        the number of active features K+.
+    acceptance_rate
+        the weight move's acceptance probability.
+    birth_acceptance
+        the fraction of entities whose unique-feature move was accepted.
+    capacity_exceeded, capacity_needed
+        whether (and to what size) the feature buffer must grow.
+    """
+
+    lp: jax.Array
+    num_features: jax.Array
+    acceptance_rate: jax.Array
+    birth_acceptance: jax.Array
+    capacity_exceeded: jax.Array
+    capacity_needed: jax.Array
+
+
+@renamed_arguments(alpha="alpha_prior")
+def make_hyper(
+    alpha_prior=(1.0, 1.0), sigma_w: float = 1.0, sigma_s: float = 3.0, sigma_beta: float = 1.0
+) -> ILFMHyper:
+    """Hyperparameters of the model.
+
+    Parameters
+    ----------
+    alpha_prior
+        ``(a, b)``: the Gamma(a, rate b) prior of the IBP concentration alpha (``alpha=`` is
+        the deprecated spelling).
+    sigma_w, sigma_s, sigma_beta
+        prior standard deviations of the weights, the biases and the covariate coefficients.
+
+    Returns
+    -------
+    ILFMHyper
+    """
+    if alpha_prior is None:
+        raise ValueError("alpha_prior must be (shape, rate): the ILFM samples alpha")
+    shape, rate = alpha_prior
+    values = (shape, rate, sigma_w, sigma_s, sigma_beta)
+    names = ("alpha_prior shape", "alpha_prior rate", "sigma_w", "sigma_s", "sigma_beta")
+    for name, value in zip(names, values, strict=True):
+        check_positive(value, name)
+    dtype = jnp.result_type(float)
+    return ILFMHyper(*(jnp.asarray(v, dtype) for v in values))
+
+
+def _covariates(covariates, entity_covariates, N: int) -> np.ndarray:
+    """Stack pair covariates ``(C, N, N)`` and, for entity covariates ``A`` (N, E), the sender
+    term ``A[i, e]`` and the receiver term ``A[j, e]`` of every pair: (C + 2E, N, N)."""
+    parts = [np.zeros((0, N, N))]
+    if covariates is not None:
+        X = np.asarray(covariates, float)
+        X = X[None] if X.ndim == 2 else X
+        if X.ndim != 3 or X.shape[1:] != (N, N):
+            raise ValueError(f"covariates must be (N, N) or (C, N, N) with N = {N}, got {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise ValueError("covariates contain NaN or infinite values")
+        parts.append(X)
+    if entity_covariates is not None:
+        A = np.asarray(entity_covariates, float)
+        A = A[:, None] if A.ndim == 1 else A
+        if A.ndim != 2 or A.shape[0] != N:
+            raise ValueError(f"entity_covariates must be (N, E) with N = {N}, got {A.shape}")
+        if not np.all(np.isfinite(A)):
+            raise ValueError("entity_covariates contain NaN or infinite values")
+        sender = np.broadcast_to(A.T[:, :, None], (A.shape[1], N, N))
+        receiver = np.broadcast_to(A.T[:, None, :], (A.shape[1], N, N))
+        parts += [sender, receiver]
+    return np.concatenate(parts)
+
+
+def make_data(
+    Y, mask=None, *, observe_diagonal: bool = False, covariates=None, entity_covariates=None
+) -> ILFMData:
+    """Validate links and covariates.
+
+    Parameters
+    ----------
+    Y
+        (N, N) or (R, N, N) links, 0/1 where observed; NaN marks an unobserved entry.
+    mask
+        optional boolean array of the shape of ``Y`` (or (N, N)); True = observed.
+    observe_diagonal
+        count the self-links ``y_ii`` as observations (default: unobserved).
+    covariates
+        (N, N) or (C, N, N) pair covariates ``x_ij``.
+    entity_covariates
+        (N, E): each column enters as a sender term ``A[i, e]`` and a receiver term
+        ``A[j, e]`` of every pair (Miller et al.'s entity covariates).
+
+    Returns
+    -------
+    ILFMData
+
+    Raises
+    ------
+    ValueError
+        naming the argument that is malformed.
+    """
+    Y = np.asarray(Y, float)
+    if Y.ndim == 2:
+        Y = Y[None]
+    if Y.ndim != 3 or Y.shape[1] != Y.shape[2] or Y.shape[1] < 2:
+        raise ValueError(f"Y must be (N, N) or (R, N, N) with N >= 2, got shape {Y.shape}")
+    if np.any(np.isinf(Y)):
+        raise ValueError("Y must not contain +-inf (only NaN marks an unobserved entry)")
+    observed = ~np.isnan(Y)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != Y.shape and mask.shape != Y.shape[1:]:
+            raise ValueError(f"mask must have the shape of Y {Y.shape}, got {mask.shape}")
+        if mask.dtype != bool and not np.all((mask == 0) | (mask == 1)):
+            raise ValueError("mask must be boolean (True = observed)")
+        observed &= np.broadcast_to(mask.astype(bool), Y.shape)
+    values = Y[observed]
+    if not np.all((values == 0) | (values == 1)):
+        raise ValueError("Y must hold binary links (0 or 1) where observed")
+    if not observe_diagonal:
+        N = Y.shape[1]
+        observed[:, np.arange(N), np.arange(N)] = False
+    if not observed.any():
+        raise ValueError("mask leaves no observed entry")
+    dtype = jnp.result_type(float)
+    X = _covariates(covariates, entity_covariates, Y.shape[1])
+    return ILFMData(
+        jnp.asarray(np.where(observed, np.nan_to_num(Y), 0.0), dtype),
+        jnp.asarray(observed, dtype),
+        jnp.asarray(X, dtype),
+    )

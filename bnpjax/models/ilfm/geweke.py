@@ -1,0 +1,102 @@
+"""The Geweke protocol of the ILFM: draws from the prior and from the likelihood.
+
+``prior_sample`` and ``data_sample`` are the marginal-conditional simulator of Geweke's test
+(:mod:`bnpjax.testing.geweke`); ``settings`` are :func:`~bnpjax.models.ilfm.gibbs`'s keywords
+(those that do not concern the prior or the likelihood are ignored).
+
+References
+----------
+Geweke, J. (2004). Getting it right: joint distribution tests of posterior simulators. JASA
+99, 799-804.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from bnpjax.models.ilfm.data import ILFMData, ILFMHyper, ILFMState
+from bnpjax.models.ilfm.joint import probabilities, single_probabilities
+from bnpjax.priors import ibp
+
+__all__ = ["data_sample", "prior_sample", "refresh"]
+
+
+def _model_prior(key, num_entities, num_relations, num_covariates, hyper, capacity, step_size):
+    key_a, key_f, key_w, key_s = jax.random.split(key, 4)
+    dtype = jnp.result_type(float)
+    alpha = jax.random.gamma(key_a, hyper.alpha_shape, dtype=dtype) / hyper.alpha_rate
+    draw = ibp.sample_buffet(key_f, alpha, num_entities, capacity)
+    pair = draw.active[:, None] & draw.active[None, :]
+    W = hyper.sigma_w * jax.random.normal(key_w, (num_relations, capacity, capacity), dtype)
+    bias = hyper.sigma_s * jax.random.normal(key_s, (num_relations,), dtype)
+    log_step = jnp.asarray(math.log(step_size), dtype)
+    beta = hyper.sigma_beta * jax.random.normal(
+        jax.random.fold_in(key_s, 1), (num_relations, num_covariates), dtype
+    )
+    return ILFMState(draw.Z.astype(dtype), W * pair[None], bias, alpha, log_step, beta)
+
+
+def prior_sample(
+    key,
+    data: ILFMData,
+    hyper: ILFMHyper,
+    *,
+    capacity: int = 16,
+    step_size: float = 0.05,
+    mode: str = "global",
+    **settings,
+) -> ILFMState:
+    """Parameters from the prior: alpha, ``F`` by the buffet process, ``W`` on the active
+    block, the biases and the covariate coefficients, for the shapes of ``data``.
+
+    Parameters
+    ----------
+    key
+        a ``jax.random.key``.
+    data, hyper
+        the model's data (its shapes only) and hyperparameters.
+    capacity, step_size, mode
+        as in :func:`~bnpjax.models.ilfm.gibbs`.
+
+    Returns
+    -------
+    ILFMState
+    """
+    R, N, _ = data.Y.shape
+    C = data.X.shape[0]
+    if mode == "single":
+        keys = jax.random.split(key, R)
+        return jax.vmap(lambda k: _model_prior(k, N, 1, C, hyper, capacity, step_size))(keys)
+    return _model_prior(key, N, R, C, hyper, capacity, step_size)
+
+
+def data_sample(
+    key,
+    state: ILFMState,
+    data: ILFMData,
+    hyper: ILFMHyper | None = None,
+    *,
+    likelihood: str = "logit",
+    mode: str = "global",
+    **settings,
+) -> ILFMData:
+    """Fresh links on the observed entries of ``data`` (unobserved ones stay 0).
+
+    Returns
+    -------
+    ILFMData
+    """
+    if mode == "single":
+        p = single_probabilities(state, likelihood, data.X)
+    else:
+        p = probabilities(state, likelihood, data.X)
+    Y = (jax.random.uniform(key, p.shape, p.dtype) < p).astype(p.dtype) * data.mask
+    return data._replace(Y=Y)
+
+
+def refresh(data: ILFMData, state: ILFMState, **settings) -> ILFMState:
+    """The state unchanged: it caches nothing computed from the data."""
+    return state

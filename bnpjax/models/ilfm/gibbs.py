@@ -1,0 +1,422 @@
+r"""The ILFM sampler: Gibbs and Metropolis-Hastings moves in one sweep.
+
+One step: (1-2) the entities in turn, Gibbs for the features others hold and a joint MH move
+for each entity's unique features and their weights (:mod:`~bnpjax.models.ilfm.entity_scan`);
+(3) the weights, biases and covariate coefficients by HMC or random-walk MH
+(:mod:`~bnpjax.models.ilfm.weights`), whose step size is adapted during warmup only;
+(4) :math:`\alpha \mid F \sim \mathrm{Gamma}(a + K_+, b + H_N)`. ``mode="global"`` shares one
+feature matrix between all relations; ``mode="single"`` runs an independent model per relation,
+the same step ``vmap``-ed over relations.
+
+References
+----------
+Miller, K. T., Griffiths, T. L. and Jordan, M. I. (2009). Nonparametric latent feature models
+for link prediction. NeurIPS 22 (the MCMC inference procedure).
+Griffiths, T. L. and Ghahramani, Z. (2011). The Indian buffet process: an introduction and
+review. JMLR 12, 1185-1224 (the conjugate update of alpha).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none, pad_axis
+from bnpjax.infer.capacity import growable
+from bnpjax.infer.checks import check_integer, check_positive, renamed_arguments
+from bnpjax.models.ilfm.data import ILFMData, ILFMHyper, ILFMInfo, ILFMState, make_hyper
+from bnpjax.models.ilfm.entity_scan import entity_update, ibp_rate
+from bnpjax.models.ilfm.joint import (
+    LIKELIHOODS,
+    _offset,
+    log_joint,
+    per_relation,
+    pointwise_log_likelihood,
+)
+from bnpjax.models.ilfm.start import INIT_STRATEGIES, _block_weights, cluster_features
+from bnpjax.models.ilfm.weights import hmc, random_walk
+from bnpjax.priors import ibp
+
+__all__ = ["MODES", "WEIGHT_MOVES", "build_step", "gibbs", "init"]
+
+#: "global": one feature matrix for all relations; "single": one model per relation
+MODES = ("global", "single")
+#: how step 3 moves the weights
+WEIGHT_MOVES = ("hmc", "random_walk")
+
+
+# --------------------------------------------------------------------------------------------
+# one model (all relations share F)
+
+
+def _model_init(data, hyper, key, *, capacity, num_init_features, step_size, alpha, init_strategy):
+    key_f, key_w = jax.random.split(key)
+    R, N, _ = data.Y.shape
+    dtype = data.Y.dtype
+    rate = jnp.sum(data.Y) / jnp.maximum(jnp.sum(data.mask), 1.0)
+    bias = jnp.full((R,), jnp.log(rate) - jnp.log1p(-rate), dtype)
+    if init_strategy == "cluster":
+        clusters = cluster_features(key_f, data, num_init_features)
+        F = jnp.zeros((N, capacity), dtype).at[:, : clusters.shape[1]].set(clusters) > 0
+        W = _block_weights(data, F.astype(dtype), bias)
+    else:
+        slots = jnp.arange(capacity) < num_init_features
+        F = (jax.random.uniform(key_f, (N, capacity)) < 0.5) & slots
+        W = 0.1 * hyper.sigma_w * jax.random.normal(key_w, (R, capacity, capacity), dtype)
+    active = F.sum(0) > 0
+    W = W * (active[:, None] & active[None, :])
+    beta = jnp.zeros((R, data.X.shape[0]), dtype)
+    log_step = jnp.asarray(math.log(step_size), dtype)
+    return ILFMState(F.astype(dtype), W, bias, jnp.asarray(alpha, dtype), log_step, beta)
+
+
+def _model_step(
+    data, hyper, key, state, *, kappa, num_leapfrog, adapt, weights, likelihood,
+    new_feature_rate=ibp_rate,
+):  # fmt: skip
+    key_flip, key_birth, key_hmc, key_alpha = jax.random.split(key, 4)
+    F, W = state.F, state.W
+    N, C = F.shape
+    uniforms = jax.random.uniform(key_flip, (N, C), F.dtype)
+    keys = jax.random.split(key_birth, N)
+    zero = jnp.zeros((), F.dtype)
+    carry = (F, W, F.sum(0), jnp.zeros((), bool), jnp.zeros((), jnp.int32), zero)
+
+    def entity(carry, xs):
+        return entity_update(
+            carry,
+            xs,
+            data=data,
+            offset=_offset(state.bias, state.beta, data.X),
+            alpha=state.alpha,
+            sigma_w=hyper.sigma_w,
+            kappa=kappa,
+            likelihood=likelihood,
+            new_feature_rate=new_feature_rate,
+        )
+
+    (F, W, _, exceeded, needed, births), _ = jax.lax.scan(
+        entity, carry, (jnp.arange(N), uniforms, keys)
+    )
+    if weights == "hmc":
+        W, bias, beta, accept_prob = hmc(
+            key_hmc, data, hyper, F, W, state.bias, state.beta, state.log_step_size,
+            num_leapfrog, likelihood,
+        )  # fmt: skip
+        target_accept = 0.8
+    else:
+        W, bias, accept_prob = random_walk(
+            key_hmc, data, hyper, F, W, state.bias, state.log_step_size, likelihood
+        )
+        beta = state.beta
+        target_accept = 0.44
+    log_step = state.log_step_size
+    if adapt:  # warmup only: Robbins-Monro on log(step size) towards the target acceptance
+        log_step = log_step + 0.1 * (accept_prob - target_accept)
+    k_plus = jnp.sum(F.sum(0) > 0)
+    alpha = ibp.sample_alpha(key_alpha, k_plus, N, hyper.alpha_shape, hyper.alpha_rate)
+    new = ILFMState(F, W, bias, alpha.astype(F.dtype), log_step, beta)
+    info = ILFMInfo(
+        lp=log_joint(data, hyper, new, likelihood),
+        num_features=k_plus.astype(jnp.int32),
+        acceptance_rate=accept_prob,
+        birth_acceptance=births / N,
+        capacity_exceeded=exceeded,
+        capacity_needed=needed,
+    )
+    return new, info
+
+
+# --------------------------------------------------------------------------------------------
+# both modes: "single" is the one-model kernel vmap-ed over relations
+
+
+def _init(data, hyper, key, *, mode, **settings):
+    if mode == "global":
+        return _model_init(data, hyper, key, **settings)
+    keys = jax.random.split(key, data.Y.shape[0])
+    return jax.vmap(lambda d, k: _model_init(d, hyper, k, **settings))(per_relation(data), keys)
+
+
+def _step(data, hyper, key, state, *, mode, **settings):
+    if mode == "global":
+        return _model_step(data, hyper, key, state, **settings)
+    keys = jax.random.split(key, data.Y.shape[0])
+    new, info = jax.vmap(lambda d, k, s: _model_step(d, hyper, k, s, **settings))(
+        per_relation(data), keys, state
+    )
+    info = info._replace(
+        lp=jnp.sum(info.lp),
+        capacity_exceeded=jnp.any(info.capacity_exceeded),
+        capacity_needed=jnp.max(info.capacity_needed),
+    )
+    return new, info
+
+
+def _grow_state(state: ILFMState, capacity: int) -> ILFMState:
+    """Pad ``F`` and ``W`` to ``capacity`` features (either mode: counted from the end)."""
+    return state._replace(
+        F=pad_axis(state.F, -1, capacity),
+        W=pad_axis(pad_axis(state.W, -1, capacity), -2, capacity),
+    )
+
+
+def _relation_pointwise(data, state, likelihood, mode):
+    """``log p(y^r_ij | state)`` for every entry (R, N, N)."""
+    if mode == "global":
+        return pointwise_log_likelihood(state, data, likelihood)
+    one = jax.vmap(lambda s, d: pointwise_log_likelihood(s, d, likelihood))
+    return one(state, per_relation(data))[:, 0]
+
+
+def _trace(data, hyper, observed, state, info, *, mode, likelihood):
+    single = mode == "single"
+    beta = state.beta[:, 0] if single else state.beta
+    covariates = {"beta": beta} if data.X.shape[0] else {}
+    posterior = {
+        "num_features": info.num_features,
+        "alpha": state.alpha,
+        "bias": state.bias[:, 0] if single else state.bias,
+        "F": state.F,
+        "W": state.W[:, 0] if single else state.W,
+        **covariates,
+    }
+    if single:
+        stats = {
+            "lp": info.lp,
+            "acceptance_rate": jnp.mean(info.acceptance_rate),
+            "birth_acceptance": jnp.mean(info.birth_acceptance),
+        }
+    else:
+        stats = {
+            "lp": info.lp,
+            "acceptance_rate": info.acceptance_rate,
+            "birth_acceptance": info.birth_acceptance,
+            "step_size": jnp.exp(state.log_step_size),
+        }
+    out = {"posterior": posterior, "sample_stats": stats}
+    if observed is not None:
+        pointwise = _relation_pointwise(data, state, likelihood, mode).reshape(-1)
+        out["log_likelihood"] = {"Y": pointwise[observed]}
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the public levels: init, build_step, the factory
+
+
+def _check_settings(mode, likelihood, weights, init_strategy):
+    for name, value, allowed in (
+        ("mode", mode, MODES),
+        ("likelihood", likelihood, LIKELIHOODS),
+        ("weights", weights, WEIGHT_MOVES),
+        ("init_strategy", init_strategy, INIT_STRATEGIES),
+    ):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+def _default_num_init_features(data, mode, init_strategy, num_init_features, capacity):
+    if num_init_features is None:
+        relations_per_model = 1 if mode == "single" else data.Y.shape[0]
+        num_init_features = 4 if relations_per_model == 1 else 10
+    else:
+        minimum = 1 if init_strategy == "cluster" else 0
+        num_init_features = check_integer(num_init_features, "num_init_features", minimum)
+    return min(int(num_init_features), capacity)
+
+
+def init(
+    key,
+    data: ILFMData,
+    hyper: ILFMHyper | None = None,
+    *,
+    capacity: int = 16,
+    num_init_features: int | None = None,
+    init_strategy: str = "random",
+    step_size: float = 0.05,
+    alpha: float = 1.0,
+    mode: str = "global",
+) -> ILFMState:
+    """A starting state of :func:`gibbs` (its keywords of the same names).
+
+    Returns
+    -------
+    ILFMState
+        with a leading relation axis when ``mode="single"``.
+    """
+    _check_settings(mode, "logit", "hmc", init_strategy)
+    hyper = make_hyper() if hyper is None else hyper
+    capacity = check_integer(capacity, "capacity")
+    num_init_features = _default_num_init_features(
+        data, mode, init_strategy, num_init_features, capacity
+    )
+    return _init(
+        data, hyper, key, mode=mode, capacity=capacity, num_init_features=num_init_features,
+        init_strategy=init_strategy, step_size=check_positive(step_size, "step_size"),
+        alpha=check_positive(alpha, "alpha"),
+    )  # fmt: skip
+
+
+def _public_step(key, state, data, hyper, **settings):
+    return _step(data, hyper, key, state, **settings)
+
+
+def build_step(
+    *,
+    kappa: int = 5,
+    num_leapfrog: int = 10,
+    weights: str = "hmc",
+    likelihood: str = "logit",
+    mode: str = "global",
+    adapt: bool = False,
+):
+    """The sampler's transition (module docstring) for the given settings.
+
+    Parameters
+    ----------
+    kappa, num_leapfrog, weights, likelihood, mode
+        as in :func:`gibbs`.
+    adapt
+        adapt the weight move's step size (warmup only: the kept chain uses ``False``).
+
+    Returns
+    -------
+    callable
+        ``step(key, state, data, hyper) -> (ILFMState, ILFMInfo)``.
+    """
+    _check_settings(mode, likelihood, weights, "random")
+    return bind(
+        _public_step,
+        kappa=check_integer(kappa, "kappa"),
+        num_leapfrog=check_integer(num_leapfrog, "num_leapfrog"),
+        adapt=bool(adapt),
+        weights=weights,
+        likelihood=likelihood,
+        mode=mode,
+    )
+
+
+def _observed_entries(data: ILFMData):
+    """Flat indices, relations, senders and receivers of the observed entries (host arrays),
+    or None while tracing."""
+    mask = concrete_or_none(data.mask)
+    if mask is None:
+        return None
+    return np.flatnonzero(mask.reshape(-1) > 0), np.nonzero(mask > 0)
+
+
+@renamed_arguments(link="likelihood")
+def gibbs(
+    data: ILFMData,
+    hyper: ILFMHyper | None = None,
+    *,
+    capacity: int = 16,
+    kappa: int = 5,
+    num_leapfrog: int = 10,
+    step_size: float = 0.05,
+    alpha: float = 1.0,
+    num_init_features: int | None = None,
+    init_strategy: str = "random",
+    mode: str = "global",
+    weights: str = "hmc",
+    likelihood: str = "logit",
+    pointwise_log_likelihood: bool = True,
+) -> SamplingAlgorithm:
+    """The ILFM sampler as a kernel for :func:`bnpjax.sample`.
+
+    Parameters
+    ----------
+    data
+        from :func:`make_data`.
+    hyper
+        from :func:`make_hyper` (default: its defaults).
+    capacity
+        the initial size of the feature buffer (the driver grows it when needed).
+    kappa
+        the largest number of new features one entity may propose.
+    num_leapfrog, step_size
+        HMC leapfrog steps and the initial step size (adapted during warmup).
+    alpha
+        the starting value of the IBP concentration.
+    num_init_features, init_strategy
+        the start: ``"random"`` (``num_init_features`` features, each entity holding each
+        with probability 1/2, small weights) or ``"cluster"`` (one feature per k-means cluster
+        of the link profiles, :func:`cluster_features`). Start with more features than the
+        data need: births in a model with many relations are rarely accepted. Default 10
+        with several relations per model, 4 with one.
+    mode
+        ``"global"`` (one feature matrix for all relations) or ``"single"`` (an independent
+        model per relation; the state gains a leading relation axis).
+    weights
+        ``"hmc"`` or ``"random_walk"`` (no covariates) for the weight move.
+    likelihood
+        ``"logit"`` or ``"probit"`` (``link=`` is the deprecated spelling).
+    pointwise_log_likelihood
+        keep ``log p(y^r_ij | draw)`` of every observed entry in the trace's
+        ``log_likelihood`` group (for ``az.loo``).
+
+    Returns
+    -------
+    SamplingAlgorithm
+
+    References
+    ----------
+    Miller, K. T., Griffiths, T. L. and Jordan, M. I. (2009). Nonparametric latent feature
+    models for link prediction. NeurIPS 22 (the MCMC inference procedure).
+    """
+    _check_settings(mode, likelihood, weights, init_strategy)
+    if not isinstance(data, ILFMData):
+        raise ValueError("data must come from bnpjax.models.ilfm.make_data")
+    if weights == "random_walk" and data.X.shape[0]:
+        raise ValueError("covariates need weights='hmc' (the random walk moves no coefficients)")
+    capacity = check_integer(capacity, "capacity")
+    kappa = check_integer(kappa, "kappa")
+    num_leapfrog = check_integer(num_leapfrog, "num_leapfrog")
+    step_size = check_positive(step_size, "step_size")
+    alpha = check_positive(alpha, "alpha")
+    hyper = make_hyper() if hyper is None else hyper
+    if not isinstance(hyper, ILFMHyper):
+        raise ValueError("hyper must come from bnpjax.models.ilfm.make_hyper")
+    num_init_features = _default_num_init_features(
+        data, mode, init_strategy, num_init_features, capacity
+    )
+    entries = _observed_entries(data) if pointwise_log_likelihood else None
+    observed = None if entries is None else jnp.asarray(entries[0])
+    single = mode == "single"
+    dims = {"bias": ["relation"], "F": ["entity", "feature"], "beta": ["relation", "covariate"],
+            "W": ["relation", "feature", "feature2"], "Y": ["obs"]}  # fmt: skip
+    if single:
+        dims.update(num_features=["relation"], alpha=["relation"],
+                    F=["relation", "entity", "feature"])  # fmt: skip
+    observed_data, constant_data = {}, {}
+    if entries is not None:
+        relation, sender, receiver = entries[1]
+        observed_data = {"Y": np.asarray(data.Y)[relation, sender, receiver]}
+        constant_data = {"obs_relation": relation, "obs_sender": sender, "obs_receiver": receiver}
+        dims.update(obs_relation=["obs"], obs_sender=["obs"], obs_receiver=["obs"])
+    spec = ArvizSpec(
+        name=f"ilfm.gibbs.{mode}",
+        dims=dims,
+        observed_data=observed_data,
+        constant_data=constant_data,
+        settings={"kappa": kappa, "num_leapfrog": num_leapfrog, "mode": mode,
+                  "weights": weights, "likelihood": likelihood},
+    )  # fmt: skip
+    moves = dict(kappa=kappa, num_leapfrog=num_leapfrog, weights=weights, likelihood=likelihood)
+    start = dict(num_init_features=num_init_features, init_strategy=init_strategy,
+                 step_size=step_size, alpha=alpha)  # fmt: skip
+
+    def build(capacity):
+        return SamplingAlgorithm(
+            init=bind(_init, data, hyper, mode=mode, capacity=capacity, **start),
+            step=bind(_step, data, hyper, mode=mode, adapt=False, **moves),
+            warmup_step=bind(_step, data, hyper, mode=mode, adapt=True, **moves),
+            trace=bind(_trace, data, hyper, observed, mode=mode, likelihood=likelihood),
+            spec=spec,
+        )
+
+    return growable(build, capacity, _grow_state)

@@ -1,0 +1,130 @@
+"""Geweke cases of the ILFM sampler: one per weight move, covering both likelihoods and the
+covariate terms, and the broken twin with the new-feature rate slip.
+
+Each case covers one weight move and one likelihood: the HMC gradient is ``jax.grad`` of the
+same log-likelihood the MH ratio uses, so the moves and the likelihoods do not interact beyond
+that, and two cases cover both moves, both likelihoods and the covariate terms.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnpjax.infer.base import bind
+from bnpjax.models import ilfm
+from bnpjax.models.ilfm.gibbs import _step
+from bnpjax.models.ilfm.joint import _logits, _offset, per_relation
+from bnpjax.testing import GewekeCase
+
+N, R, CAPACITY = 5, 2, 24
+HYPER = ilfm.make_hyper(alpha_prior=(3.0, 3.0), sigma_w=1.0, sigma_s=1.0)
+
+
+def statistics(state, data):
+    m = state.F.sum(0)
+    logits = _logits(state.F, state.W, _offset(state.bias, state.beta, data.X))
+    return {
+        "K+": jnp.sum(m > 0).astype(float),
+        "sum F": jnp.sum(state.F),
+        "sum W^2": jnp.sum(state.W**2),
+        "sum W": jnp.sum(state.W),
+        "bias0": state.bias[0],
+        "alpha": state.alpha,
+        "mean Y": jnp.sum(data.Y) / jnp.sum(data.mask),
+        "<Y, logits>": jnp.sum(data.mask * data.Y * logits),
+        **(
+            {"beta[0, 0]": state.beta[0, 0], "sum beta^2": jnp.sum(state.beta**2)}
+            if state.beta.shape[-1]
+            else {}
+        ),
+    }
+
+
+def single_statistics(state, data):
+    """:func:`statistics` of every relation's model (``mode="single"``), summed."""
+    per_model = jax.vmap(statistics)(state, per_relation(data))
+    return {name: jnp.sum(value) for name, value in per_model.items()}
+
+
+def _data(covariates):
+    rng = np.random.default_rng(0)
+    extra = {}
+    if covariates:  # one pair covariate and one entity covariate (sender and receiver terms)
+        extra = dict(covariates=rng.normal(size=(N, N)), entity_covariates=rng.normal(size=N))
+    return ilfm.make_data(np.zeros((R, N, N)), **extra)
+
+
+def _rate_alpha(alpha, num_entities):
+    """The slip in Miller et al.'s algorithm box: Poisson(alpha) new features per entity; the
+    right rate is alpha / N (Griffiths and Ghahramani 2011, the Gibbs sampler)."""
+    return alpha
+
+
+def broken_gibbs(data, hyper, **settings):
+    """:func:`ilfm.gibbs` with new features proposed at rate alpha instead of alpha / N."""
+    algorithm = ilfm.gibbs(data, hyper, **settings)
+    moves = {k: settings[k] for k in ("kappa", "num_leapfrog", "weights", "likelihood")}
+    mode = settings.get("mode", "global")
+    broken_step = bind(
+        _step, data, hyper, mode=mode, adapt=False, new_feature_rate=_rate_alpha, **moves
+    )
+
+    def step(key, state):
+        # the slip makes K+ (and alpha with it) run away past any fixed buffer; births that
+        # do not fit are rejected, and reporting no overflow lets the harness compare the
+        # statistics instead of stopping at the first overflow
+        new, info = broken_step(key, state)
+        return new, info._replace(capacity_exceeded=jnp.zeros_like(info.capacity_exceeded))
+
+    return algorithm._replace(step=step)
+
+
+def _settings(weights, likelihood):
+    # step_size: the log step size prior_sample puts in the state (the weight moves' scale)
+    return dict(
+        capacity=CAPACITY, kappa=6, num_leapfrog=5, weights=weights, likelihood=likelihood,
+        step_size=0.3,
+    )  # fmt: skip
+
+
+CASES = [
+    GewekeCase(
+        name="ilfm.gibbs.hmc_logit_covariates",
+        module=ilfm.geweke,
+        factory=ilfm.gibbs,
+        data=_data(covariates=True),
+        hyper=HYPER,
+        settings=_settings("hmc", "logit"),
+        statistics=statistics,
+        broken_factory=broken_gibbs,  # a new-feature rate N times too large
+        num_marginal=20_000,
+        num_successive=4_000,
+        seed=3,
+    ),
+    GewekeCase(
+        name="ilfm.gibbs.random_walk_probit",
+        module=ilfm.geweke,
+        factory=ilfm.gibbs,
+        data=_data(covariates=False),
+        hyper=HYPER,
+        settings=_settings("random_walk", "probit"),
+        statistics=statistics,
+        broken_factory=broken_gibbs,
+        num_marginal=20_000,
+        num_successive=4_000,
+        seed=3,
+    ),
+    GewekeCase(  # one model per relation: the same step vmap-ed over relations
+        name="ilfm.gibbs.single",
+        module=ilfm.geweke,
+        factory=ilfm.gibbs,
+        data=_data(covariates=False),
+        hyper=HYPER,
+        settings={**_settings("hmc", "logit"), "mode": "single"},
+        statistics=single_statistics,
+        broken_factory=broken_gibbs,
+        num_marginal=20_000,
+        num_successive=4_000,
+        seed=4,
+    ),
+]
