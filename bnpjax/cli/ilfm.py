@@ -30,7 +30,7 @@ def demo(args) -> int:
     print("bnpjax demo: infinite latent feature relational model (link prediction)")
     print("data: 40 entities, 3 relations, 3 planted features; 20% of the pairs held out")
     idata = sample(ilfm.gibbs(data, capacity=8), args)
-    probabilities = ilfm.posterior_link_probabilities(idata, data)
+    probabilities = ilfm.predict(idata, data)
     auc = roc_auc(Y[held], probabilities[held])
     best = roc_auc(Y[held], truth[held])
     k_plus = idata.posterior["num_features"].values
