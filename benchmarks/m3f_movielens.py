@@ -1,7 +1,7 @@
 """Gibbs M3F and Gibbs iPM3F on MovieLens, the authors' weak-generalization protocol, with the
 optax M3F baseline, bnpjax's ordered-probit BFM and myFM's ordered probit on the same splits.
 
-Protocol (``../shared/design/m3f.md``, the authors' code chokkyvista/iPM3F):
+Protocol (Xu, Zhu & Zhang 2013; the authors' code chokkyvista/iPM3F):
 
 * users with at least 20 ratings; ``--partitions`` random partitions (seed = partition index);
   in each, one rated item per user is held out as its test rating (weak generalization: the
@@ -133,9 +133,9 @@ def _gibbs_levels(results, iterations, test_users, score_name="score_test_rb"):
     (several runs: the strong iPM3F fits, one per reference draw, pooled)."""
 
     traces = [r.trace for r in results]
-    levels = m3f.predict_levels(traces, test_users, score=score_name)
+    levels = m3f.predict(traces, None, (test_users, None), score=score_name)
     # the pseudo-posterior predictive median level (MAE-optimal; what the FMs report)
-    median = m3f.predict_levels(traces, test_users, rule="median")
+    median = m3f.predict(traces, None, (test_users, None), rule="median")
     timings = [r.timings for r in results]
     per_sweep = statistics.mean(
         (t.get("warmup_s", 0.0) + t.get("sampling_s", 0.0)) / iterations for t in timings
@@ -190,6 +190,7 @@ def fit_gibbs(
                 hyper=hyper,
                 test=test,
                 keep_factors=keep,
+                log_likelihood=False,  # predictions only: no per-rating trace
                 item_bias=args.item_bias,
                 item_factors=None if item_side is None else item_side[0],
                 item_biases=None if item_side is None else item_side[1],
@@ -202,6 +203,7 @@ def fit_gibbs(
                 hyper=hyper,
                 test=test,
                 keep_factors=False,
+                log_likelihood=False,  # predictions only: no per-rating trace
                 item_factors=V,
                 feature_counts=counts,
                 num_reference_users=num_reference_users,
@@ -218,6 +220,7 @@ def fit_gibbs(
                 capacity=args.capacity,
                 test=test,
                 keep_factors=keep,
+                log_likelihood=False,  # predictions only: no per-rating trace
                 feature_step=args.feature_step,
                 weight_precision_prior=args.ipm3f_weight_prior,
                 num_init_features=args.ipm3f_init_features,
@@ -242,7 +245,7 @@ def fit_baseline(train, n_users, n_items, reg, test, args, seed, item_factors=No
         rank=None if item_factors is not None else args.map_rank,
         reg=reg,
         max_iter=args.map_iter,
-        seed=seed,
+        key=jax.random.key(seed),
         item_factors=item_factors,
     )
     scores = jnp.sum(U[test[0]] * V[test[1]], axis=1)
@@ -460,7 +463,7 @@ def time_only(args):
         kernels = [
             (
                 f"Gibbs M3F K={args.rank}",
-                m3f.gibbs(data, rank=args.rank, hyper=hyper, keep_factors=False),
+                m3f.gibbs(data, hyper, rank=args.rank, keep_factors=False, log_likelihood=False),
             )
         ]
         if not args.skip_ipm3f:
@@ -472,6 +475,7 @@ def time_only(args):
                         hyper=hyper,
                         capacity=args.capacity,
                         keep_factors=False,
+                        log_likelihood=False,  # predictions only: no per-rating trace
                         feature_step=args.feature_step,
                     ),
                 )
@@ -520,7 +524,7 @@ def main():
     parser.add_argument(
         "--feature-step",
         default="sequential",
-        choices=m3f.FEATURE_STEPS,
+        choices=m3f.features.FEATURE_STEPS,
         help="iPM3F's Z step: the authors' user-by-user sweep or the row-parallel one",
     )
     parser.add_argument(

@@ -33,13 +33,13 @@ def main():
     data = m3f.make_data(users[~held], items[~held], y[~held], N, M, 5)
     hyper = m3f.make_hyper(5, C=0.1)
     idata = bnpjax.sample(
-        m3f.gibbs(data, rank=100, hyper=hyper, test=test, keep_factors=False),
+        m3f.gibbs(data, hyper, rank=100, test=test, keep_factors=False),
         jax.random.key(0),
         70,
         num_warmup=30,
     )
-    levels = m3f.predict_levels(idata, test[0])
-    median = m3f.predict_levels(idata, test[0], rule="median")
+    levels = m3f.predict(idata, data, test)
+    median = m3f.predict(idata, data, test, rule="median")
     per_sweep = (idata.attrs["warmup_s"] + idata.attrs["sampling_s"]) / 100
     print(
         f"Gibbs M3F: test NMAE {nmae_uniform(y[held], levels, num_levels=5):.4f} "

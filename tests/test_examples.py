@@ -4,8 +4,8 @@ guides cannot rot. Each reads its real data set; without it the test skips and s
 The bounds sit between what the scripts printed on 2026-11-24 (examples/README.md) and what a
 model that learned nothing would print, with room for the chains to differ on another machine
 (float rounding changes a chain's path, not its distribution). ``m3f_movielens.py`` is left
-out for the suite's time (90 s at K = 100); tests/test_m3f.py and the CLI demo test cover its
-path."""
+out for the suite's time (90 s at K = 100); tests/models/test_m3f_*.py and the CLI demo test
+cover its path."""
 
 import re
 import runpy

@@ -1,0 +1,303 @@
+r"""The conditionals of the BFM Gibbs sweep, compiled: predictions from the layout, the
+joint Gaussian draw of every feature of a colour, the relation-block sweep, and the
+hyperparameter updates.
+
+Every parameter enters :math:`\hat y^{(d)} = g^{(d)} + \theta h^{(d)}` linearly, so its
+conditional is Gaussian (Rendle 2012, section 4.3; Freudenthaler, Schmidt-Thieme and Rendle
+2011). The features ``(w_i, v_i1..v_iK)`` are drawn as one block from the same formulas in
+matrix form, every feature of a colour at once (their conditionals do not interact); a
+relation block's per-feature sums come from per-block-row sums without expanding the design
+(Rendle 2013, section 5).
+
+References
+----------
+Freudenthaler, C., Schmidt-Thieme, L. and Rendle, S. (2011). Bayesian factorization machines.
+NIPS Workshop on Sparse Representation and Low-rank Approximation.
+
+Rendle, S. (2012). Factorization machines with libFM. ACM TIST 3(3), 57.
+
+Rendle, S. (2013). Scaling factorization machines to relational data. PVLDB 6(5), 337-348.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.linalg import solve_triangular
+
+from bnpjax.models.fm.data import FMData
+from bnpjax.models.fm.layout import FMBlock, FMRelation
+from bnpjax.ops import sample_inverse_gamma
+
+
+def _num_rows(data: FMData) -> int:
+    return data.y.shape[0]
+
+
+def _gather_rows(vector, block: FMBlock, n: int):
+    return vector if block.rows.shape[0] == n else vector[block.rows]
+
+
+def _add_rows(vector, block: FMBlock, values, n: int):
+    """``vector[rows] += values``; a colour that covers every row is in row order already."""
+    if block.rows.shape[0] == n:
+        return vector + values
+    return vector.at[block.rows].add(values, indices_are_sorted=True, unique_indices=True)
+
+
+def _design_parts(rows, cols, values, num_rows: int, w, V):
+    """Per row of a COO design: the linear part ``sum_i w_i x_i``, ``q = sum_i v_i x_i``
+    (num_rows, K) and ``sum_i |v_i|^2 x_i^2``."""
+    x = values
+    linear = jax.ops.segment_sum(x * w[cols], rows, num_segments=num_rows)
+    xv = x[:, None] * V[cols]
+    q = jax.ops.segment_sum(xv, rows, num_segments=num_rows)
+    squares = jax.ops.segment_sum(jnp.sum(xv**2, axis=1), rows, num_segments=num_rows)
+    return linear, q, squares
+
+
+def _relation_parts(relation: FMRelation, w, V):
+    """The parts of :func:`_design_parts` per block row (plus the padding row)."""
+    num = relation.counts.shape[0]
+    return _design_parts(relation.rows, relation.cols, relation.values, num, w, V)
+
+
+def _predict_parts(data: FMData, b, w, V):
+    """``hat y`` (n,) and ``q`` (n, K) of the training rows, from scratch (O(nnz K))."""
+    n, K = _num_rows(data), V.shape[1]
+    linear = jnp.full((n,), b, w.dtype)
+    q = jnp.zeros((n, K), w.dtype)
+    squares = jnp.zeros((n,), w.dtype)
+    for block in data.blocks:
+        x = block.values
+        w_e = w[block.features][block.local]
+        V_e = V[block.features][block.local]  # (nnz_c, K)
+        linear = _add_rows(linear, block, x * w_e, n)
+        q = _add_rows(q, block, x[:, None] * V_e, n)
+        squares = _add_rows(squares, block, x**2 * jnp.sum(V_e**2, axis=1), n)
+    for relation in data.relations:
+        lin_b, q_b, sq_b = _relation_parts(relation, w, V)
+        linear = linear + lin_b[relation.index]
+        q = q + q_b[relation.index]
+        squares = squares + sq_b[relation.index]
+    return linear + 0.5 * (jnp.sum(q**2, axis=1) - squares), q
+
+
+def _gaussian_draw(gram, hr, prior_mean, prior_precision, noise, noise_var):
+    """Draws from N(P^-1 m, P^-1) per leading index, ``P = gram / noise_var +
+    diag(prior_precision)``, ``m = hr / noise_var + prior_precision * prior_mean``, by one
+    batched Cholesky; ``noise`` is standard normal of the shape of ``hr``."""
+    eye = jnp.eye(gram.shape[-1], dtype=gram.dtype)
+    precision = gram / noise_var + prior_precision[:, :, None] * eye
+    chol = jnp.linalg.cholesky(precision)
+    rhs = hr / noise_var + prior_precision * prior_mean
+    half = solve_triangular(chol, rhs[..., None], lower=True)
+    return solve_triangular(chol, half + noise[..., None], lower=True, trans="T")[..., 0]
+
+
+def _joint_block(noise, e, q, block, theta, prior_mean, prior_precision, noise_var, n):
+    """Draw ``theta_i = (w_i, v_i1..v_iK)`` (or the part that is sampled) of every feature
+    of one colour from its joint Gaussian conditional, then update ``e`` and ``q``.
+
+    ``hat y^{(d)} = g^{(d)} + theta_i . h^{(d)}`` with ``h = (x, x (q^{(d)} - v_i x))`` not
+    depending on ``theta_i`` (Rendle 2012, section 4.3), so the conditional has precision
+    ``sum_d h h' / sigma_n^2 + diag(prior precision)``; the per-feature sums are dense
+    reductions over the block's degree buckets, then one batched Cholesky.
+    ``theta``, ``prior_*``, ``noise``: (p_c, D); ``q``: (n, K) with ``K = D`` or ``D - 1``."""
+    D = theta.shape[1]
+    K = q.shape[1]
+    x = block.values
+    theta_e = theta[block.local]
+    columns = []
+    if D > K:
+        columns.append(x[:, None])
+    if K:
+        v_e = theta_e[:, D - K :]
+        columns.append(x[:, None] * (_gather_rows(q, block, n) - v_e * x[:, None]))
+    H = jnp.concatenate(columns, axis=1)
+    residual = _gather_rows(e, block, n) + jnp.sum(theta_e * H, axis=1)
+    H_pad = jnp.concatenate([H, jnp.zeros((1, D), H.dtype)])
+    r_pad = jnp.concatenate([residual, jnp.zeros((1,), H.dtype)])
+    grams, sums = [], []
+    for index in block.buckets:
+        H_b = H_pad[index]
+        grams.append(jnp.einsum("mwk,mwl->mkl", H_b, H_b))
+        sums.append(jnp.einsum("mwk,mw->mk", H_b, r_pad[index]))
+    gram, hr = jnp.concatenate(grams), jnp.concatenate(sums)
+    new = _gaussian_draw(gram, hr, prior_mean, prior_precision, noise, noise_var)
+    delta = new - theta
+    delta_e = delta[block.local]
+    e = _add_rows(e, block, -jnp.sum(delta_e * H, axis=1), n)
+    if K:
+        q = _add_rows(q, block, delta_e[:, D - K :] * x[:, None], n)
+    return new, e, q
+
+
+def _block_row_sums(relation: FMRelation, r, e):
+    """``S_b = sum r``, ``T_b = sum r r'``, ``E_b = sum e``, ``R_b = sum r e`` over the design
+    rows of each block row. ``T`` is accumulated over slices of rows so that no (n, K, K)
+    array is formed."""
+    n, K = r.shape
+    num = relation.counts.shape[0]
+    index = relation.index
+
+    def segment(values):
+        return jax.ops.segment_sum(values, index, num_segments=num)
+
+    S, E, R = segment(r), segment(e), segment(r * e[:, None])
+    size = max(1, min(n, (1 << 21) // max(K * K, 1)))
+    pad = -n % size
+    r_pad = jnp.concatenate([r, jnp.zeros((pad, K), r.dtype)]).reshape(-1, size, K)
+    i_pad = jnp.concatenate([index, jnp.full((pad,), num - 1, index.dtype)]).reshape(-1, size)
+
+    def accumulate(T, part):
+        r_s, i_s = part
+        return T.at[i_s].add(r_s[:, :, None] * r_s[:, None, :]), None
+
+    T, _ = jax.lax.scan(accumulate, jnp.zeros((num, K, K), r.dtype), (r_pad, i_pad))
+    return S, T, E, R
+
+
+def _feature_sums(relation: FMRelation, T_centred, num_features: int):
+    """``sum_b x_bi^2 (T_b - S_b S_b' / c_b)`` per feature (num_features, K, K), over slices
+    of the block's entries so that no (nnz, K, K) array is formed."""
+    K = T_centred.shape[-1]
+    nnz = relation.rows.shape[0]
+    size = max(1, min(nnz, (1 << 21) // max(K * K, 1)))
+    pad = -nnz % size
+    rows = jnp.concatenate([relation.rows, jnp.zeros((pad,), jnp.int32)]).reshape(-1, size)
+    cols = jnp.concatenate([relation.cols, jnp.zeros((pad,), jnp.int32)]).reshape(-1, size)
+    x2 = jnp.concatenate([relation.values**2, jnp.zeros((pad,), T_centred.dtype)])
+
+    def accumulate(total, part):
+        r, c, w = part
+        return total.at[c].add(w[:, None, None] * T_centred[r]), None
+
+    init = jnp.zeros((num_features, K, K), T_centred.dtype)
+    total, _ = jax.lax.scan(accumulate, init, (rows, cols, x2.reshape(-1, size)))
+    return total
+
+
+def _relation_sweep(
+    key, e, q, theta, relation, prior_mean, prior_precision, noise_var, K, row_sums=None
+):
+    """Draw ``theta_i`` of every feature of one relation block, chunk after chunk, from the
+    block-row sums (Rendle 2013, section 5); returns the new ``theta``, ``e`` and ``q``.
+    ``theta``, ``prior_*``: (p, D) for all features, ``D = K`` or ``K + 1`` (with ``w``).
+
+    Per block row the sum of ``h h'`` is ``c hbar hbar' + [[0, 0], [0, x^2 Tc]]`` with
+    ``hbar = x (1, a + S/c)`` and ``Tc = T - S S'/c``: ``Tc`` does not change within the
+    block's sweep, so its part of each feature's precision is summed once per sweep and each
+    entry of a chunk contributes a rank-one term; likewise ``R`` shifts by
+    ``-x (S (hbar . dtheta) + Tc dv)``. ``row_sums`` replaces :func:`_block_row_sums` (tests
+    build broken twins with it)."""
+    p, D = theta.shape
+    index, counts = relation.index, relation.counts
+    linear = D > K
+    w = theta[:, 0] if linear else jnp.zeros((p,), theta.dtype)
+    lin_b, q_b, sq_b = _relation_parts(relation, w, theta[:, D - K :])
+    r = q - q_b[index]
+    S, T, E, R = (row_sums or _block_row_sums)(relation, r, e)
+    mean_r = S / jnp.maximum(counts, 1.0)[:, None]
+    T_centred = T - S[:, :, None] * mean_r[:, None, :]
+    fixed = _feature_sums(relation, T_centred, p)  # (p, K, K)
+    # what a chunk reads per block row and per feature, packed so that a chunk does one
+    # gather of each (and one scatter for the block-row state): the scan is bound by the
+    # number of operations per chunk, not by their size
+    row_static = jnp.concatenate(
+        [counts[:, None], jnp.sqrt(counts)[:, None], mean_r, T_centred.reshape(-1, K * K)], axis=1
+    )
+    feature_static = jnp.concatenate([prior_mean, prior_precision, fixed.reshape(p, K * K)], 1)
+    feature_pad = jnp.concatenate([jnp.zeros((D,)), jnp.ones((D,)), jnp.zeros((K * K,))]).astype(
+        theta.dtype
+    )
+
+    def with_ones(v):
+        return jnp.concatenate([jnp.ones_like(v[:, :1]), v], axis=1) if linear else v
+
+    def chunk_step(carry, inputs):
+        theta, state = carry  # state per block row: q_b (K), lin_b, sq_b, E, R (K)
+        chunk, noise = inputs
+        rows, x, ids, slot = chunk.rows, chunk.values, chunk.features, chunk.slot
+        F = ids.shape[0]
+        theta_f = theta.at[ids].get(mode="fill", fill_value=0)
+        theta_e = jnp.take(theta_f, slot, axis=0, mode="fill", fill_value=0)
+        v_e = theta_e[:, D - K :]
+        fixed_row = row_static[rows]
+        c, root_c = fixed_row[:, 0], fixed_row[:, 1]
+        mean_e, T_e = fixed_row[:, 2 : 2 + K], fixed_row[:, 2 + K :].reshape(-1, K, K)
+        now = state[rows]
+        q_e, E_e, R_e = now[:, :K], now[:, K + 2], now[:, K + 3 :]
+        a = q_e - v_e * x[:, None]  # q^B of the block row without feature i
+        hbar = with_ones(a + mean_e)
+        u = (x * root_c)[:, None] * hbar
+        h_e = x[:, None] * with_ones(a * E_e[:, None] + R_e)
+        h_e = h_e.at[:, 0].set(x * E_e) if linear else h_e
+        h_e = h_e + u * jnp.sum(u * theta_e, axis=1, keepdims=True)
+        joint = jnp.concatenate([(u[:, :, None] * u[:, None, :]).reshape(-1, D * D), h_e], 1)
+        sums = jax.ops.segment_sum(joint, slot, num_segments=F + 1)[:F]
+        gram, hr = sums[:, : D * D].reshape(F, D, D), sums[:, D * D :]
+        per_feature = feature_static.at[ids].get(mode="fill", fill_value=0)
+        per_feature = jnp.where((ids < p)[:, None], per_feature, feature_pad)
+        fixed_f = per_feature[:, 2 * D :].reshape(F, K, K)
+        gram = gram.at[:, D - K :, D - K :].add(fixed_f)
+        hr = hr.at[:, D - K :].add(jnp.einsum("fkl,fl->fk", fixed_f, theta_f[:, D - K :]))
+        new = _gaussian_draw(
+            gram, hr, per_feature[:, :D], per_feature[:, D : 2 * D], noise, noise_var
+        )
+        delta = jnp.take(new - theta_f, slot, axis=0, mode="fill", fill_value=0)
+        dv = delta[:, D - K :]
+        dw = delta[:, 0] if linear else jnp.zeros_like(x)
+        shift = jnp.sum(hbar * delta, axis=1)  # dw + dv . (a + S/c)
+        dR = -x[:, None] * (c[:, None] * mean_e * shift[:, None]
+                            + jnp.einsum("pkl,pl->pk", T_e, dv))  # fmt: skip
+        d_sq = x**2 * (jnp.sum((v_e + dv) ** 2, axis=1) - jnp.sum(v_e**2, axis=1))
+        change = jnp.concatenate(
+            [x[:, None] * dv, (x * dw)[:, None], d_sq[:, None], (-x * c * shift)[:, None], dR],
+            axis=1,
+        )
+        return (theta.at[ids].set(new, mode="drop"), state.at[rows].add(change)), None
+
+    state = jnp.concatenate([q_b, lin_b[:, None], sq_b[:, None], E[:, None], R], axis=1)
+    carry = (theta, state)
+    for position, chunks in enumerate(relation.chunks):
+        C, F = chunks.features.shape
+        noise = jax.random.normal(jax.random.fold_in(key, position), (C, F, D), theta.dtype)
+        carry, _ = jax.lax.scan(chunk_step, carry, (chunks, noise))
+    theta, state = carry
+    q_new, lin_new, sq_new = state[:, :K], state[:, K], state[:, K + 1]
+    q_rows = r + q_new[index]
+    d_yhat = (lin_new - lin_b)[index] - 0.5 * (sq_new - sq_b)[index]
+    d_yhat = d_yhat + 0.5 * (jnp.sum(q_rows**2, axis=1) - jnp.sum(q**2, axis=1))
+    return theta, e - d_yhat, q_rows
+
+
+def _normal_hyper(key, theta, group, sizes, var, hyper):
+    """Per group (and factor): mu | var, theta, then var | mu, theta (Rendle 2012, section 4.3).
+    ``theta`` (p, ...), ``var`` (G, ...)."""
+    key_mu, key_var = jax.random.split(key)
+    G = sizes.shape[0]
+    extra = (1,) * (theta.ndim - 1)
+    n_g = sizes.reshape((G, *extra))
+    total = jax.ops.segment_sum(theta, group, num_segments=G)
+    lam = n_g + hyper.gamma_0
+    mu = (total + hyper.gamma_0 * hyper.mu_0) / lam + jnp.sqrt(var / lam) * jax.random.normal(
+        key_mu, var.shape, var.dtype
+    )
+    dev = jax.ops.segment_sum((theta - mu[group]) ** 2, group, num_segments=G)
+    shape = hyper.alpha_0 / 2 + (n_g + 1) / 2
+    scale = hyper.beta_0 / 2 + 0.5 * (dev + hyper.gamma_0 * (mu - hyper.mu_0) ** 2)
+    return mu, sample_inverse_gamma(key_var, jnp.broadcast_to(shape, var.shape), scale)
+
+
+def _predict_coo(rows, cols, values, num_rows: int, b, w, V, relations=()):
+    """``hat y`` (num_rows,) of one draw for the COO design ``(rows, cols, values)`` and the
+    relation blocks ``relations`` (:func:`bnpjax.models.fm.layout.relation_design`), through
+    the cached :math:`q_k = \\sum_j v_{jk} x_j` (Rendle 2012, eq. 5)."""
+    linear, q, squares = _design_parts(rows, cols, values, num_rows, w, V)
+    for relation in relations:
+        lin_b, q_b, sq_b = _relation_parts(relation, w, V)
+        linear = linear + lin_b[relation.index]
+        q = q + q_b[relation.index]
+        squares = squares + sq_b[relation.index]
+    return b + linear + 0.5 * (jnp.sum(q**2, axis=1) - squares)
