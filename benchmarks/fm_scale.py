@@ -55,7 +55,7 @@ def main() -> None:
         f"buckets {[len(b.buckets) for b in data.blocks]}"
     )
     # no pointwise log-likelihood in the trace: this measures the sweep alone
-    algorithm = fm.gibbs(data, rank=args.rank, log_likelihood=False)
+    algorithm = fm.gibbs(data, rank=args.rank, pointwise_log_likelihood=False)
     result = run(algorithm, jax.random.key(0), 1, progress_bar=False)
     print(f"compile {result.timings.get('compile_s', 0.0):.1f} s")
     times = []

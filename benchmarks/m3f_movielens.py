@@ -190,7 +190,7 @@ def fit_gibbs(
                 hyper=hyper,
                 test=test,
                 keep_factors=keep,
-                log_likelihood=False,  # predictions only: no per-rating trace
+                pointwise_log_likelihood=False,  # predictions only: no per-rating trace
                 item_bias=args.item_bias,
                 item_factors=None if item_side is None else item_side[0],
                 item_biases=None if item_side is None else item_side[1],
@@ -203,7 +203,7 @@ def fit_gibbs(
                 hyper=hyper,
                 test=test,
                 keep_factors=False,
-                log_likelihood=False,  # predictions only: no per-rating trace
+                pointwise_log_likelihood=False,  # predictions only: no per-rating trace
                 item_factors=V,
                 feature_counts=counts,
                 num_reference_users=num_reference_users,
@@ -220,7 +220,7 @@ def fit_gibbs(
                 capacity=args.capacity,
                 test=test,
                 keep_factors=keep,
-                log_likelihood=False,  # predictions only: no per-rating trace
+                pointwise_log_likelihood=False,  # predictions only: no per-rating trace
                 feature_step=args.feature_step,
                 weight_precision_prior=args.ipm3f_weight_prior,
                 num_init_features=args.ipm3f_init_features,
@@ -463,7 +463,9 @@ def time_only(args):
         kernels = [
             (
                 f"Gibbs M3F K={args.rank}",
-                m3f.gibbs(data, hyper, rank=args.rank, keep_factors=False, log_likelihood=False),
+                m3f.gibbs(
+                    data, hyper, rank=args.rank, keep_factors=False, pointwise_log_likelihood=False
+                ),
             )
         ]
         if not args.skip_ipm3f:
@@ -475,7 +477,7 @@ def time_only(args):
                         hyper=hyper,
                         capacity=args.capacity,
                         keep_factors=False,
-                        log_likelihood=False,  # predictions only: no per-rating trace
+                        pointwise_log_likelihood=False,  # predictions only: no per-rating trace
                         feature_step=args.feature_step,
                     ),
                 )

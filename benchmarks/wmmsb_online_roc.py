@@ -30,7 +30,7 @@ import jax
 import numpy as np
 
 from bnpjax.datasets import load_network
-from bnpjax.infer import run
+from bnpjax.infer import fit_run
 from bnpjax.metrics import roc_auc
 from bnpjax.models import wmmsb
 
@@ -96,7 +96,7 @@ def training_data(net, rep, prop, test_src, test_dst, rest, likelihood):
         directed=net.directed,
         unobserved=unobserved,
         keep=prop,
-        seed=rep,
+        hash_seed=rep,
         zeros="dense" if net.n_nodes <= 20_000 else "none",
         likelihood=likelihood,
         pad_to=rest.shape[0],  # one shape for every proportion: one compilation
@@ -116,9 +116,11 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
                 max_count=max_count,
                 init=init,
             )
-            result = run(algorithm, key, args.iters, progress_bar=False, chunk_size=args.iters)
+            result = fit_run(
+                algorithm, key, args.iters, num_draws=1, progress_bar=False, chunk_size=args.iters
+            )
             compile_s += result.timings.get("compile_s", 0.0)
-            final = float(result.trace["sample_stats"]["loglik"][0, -1])
+            final = float(result.history["loglik"][-1])
             if best is None or final > best[0]:
                 best = (final, result)
         result = best[1]
@@ -135,11 +137,12 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
             kappa=args.kappa,
             kappa_node=args.kappa_node,
         )
-        result = run(algorithm, key, args.steps, progress_bar=False, chunk_size=args.steps)
-    state = jax.tree_util.tree_map(lambda x: x[0], result.final_state)
-    stats = result.trace["sample_stats"]
-    curve = stats["loglik"][0] if "loglik" in stats else stats["valid_loglik"][0]
-    return state, curve, result.timings
+        result = fit_run(
+            algorithm, key, args.steps, num_draws=1, progress_bar=False, chunk_size=args.steps
+        )
+    history = result.history
+    curve = history["loglik"] if "loglik" in history else history["valid_loglik"]
+    return result.state, curve, result.timings
 
 
 def main(argv=None):
@@ -194,16 +197,8 @@ def main(argv=None):
                         data, hyper, likelihood, args, key, valid, int(net.weight.max())
                     )
                     wall = time.perf_counter() - t0 - timings.get("compile_s", 0.0)
-                    score = wmmsb.link_probability(
-                        test_src,
-                        test_dst,
-                        state.n_node,
-                        state.n_y,
-                        state.n_phi,
-                        state.r,
-                        state.p,
-                        hyper,
-                        likelihood,
+                    score = wmmsb.expected_link_probability(
+                        state, hyper, test_src, test_dst, likelihood=likelihood
                     )
                     auc = roc_auc(test_y, np.asarray(score))
                     rows.setdefault((name, likelihood, prop), []).append((auc, wall))

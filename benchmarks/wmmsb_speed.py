@@ -7,7 +7,7 @@ every non-link is an observed zero. bnpjax runs the synchronous CVB0 pass of
 ``wmmsb.cvb0(..., store_gamma=False)`` (links listed, zeros as a dense mask: matrix products;
 ``--zeros list``: every zero pair listed and updated like a link, in vectorised chunks, the
 per-pair arithmetic of the reference)
-through the driver's compiled step; compile time is measured apart, the run time is the median
+through its compiled step; compile time is measured apart, the run time is the median
 over ``--repeats`` iterations. The reference visits every pair in a Python loop and does the
 same update with NumPy/SciPy per pair (``reference_cvb0_step``); it is timed on
 ``--ref-pairs`` pairs (links and zeros in their proportions) and scaled to all pairs.
@@ -43,7 +43,7 @@ def _log_pred(y, NY, NP, r, p, likelihood):
 
 
 def reference_cvb0_step(data, hyper, state, likelihood="nb", exclude=True, pairs=None):
-    """One synchronous CVB0 pass, pair by pair (seed 003, zero-order form of eq1).
+    """One synchronous CVB0 pass, pair by pair (zero-order CVB0 form of Dulac 2020, eq1).
 
     ``exclude``: subtract the pair's previous gamma from the counts (needs ``state.gamma``
     and ``state.zgamma``); ``pairs``: optionally only these ``(src, dst, y)`` (timing).

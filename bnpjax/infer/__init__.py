@@ -7,7 +7,12 @@ model-agnostic predictive (:func:`map_draws`), the ArviZ adapter and the NumPyro
 The driver knows no model; models know no driver.
 """
 
-from bnpjax.infer.arviz_adapter import groups_to_inference_data, pooled_draws, to_inference_data
+from bnpjax.infer.arviz_adapter import (
+    concat,
+    groups_to_inference_data,
+    pooled_draws,
+    to_inference_data,
+)
 from bnpjax.infer.base import (
     ArvizSpec,
     CapacityGrowth,
@@ -41,6 +46,7 @@ __all__ = [
     "bind",
     "clear_compile_cache",
     "compile_count",
+    "concat",
     "default_trace",
     "fit",
     "fit_run",

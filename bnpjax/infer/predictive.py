@@ -15,7 +15,83 @@ import numpy as np
 
 from bnpjax.infer.checks import check_integer
 
-__all__ = ["map_draws"]
+__all__ = ["map_draws", "posterior_draws"]
+
+
+def _tables(draws, group: str) -> list:
+    runs = list(draws) if isinstance(draws, list | tuple) else [draws]
+    if not runs:
+        raise ValueError("draws is empty")
+    tables = []
+    for run in runs:
+        if hasattr(run, "posterior"):
+            table = getattr(run, group, None)
+        elif isinstance(run, dict) and "posterior" in run:
+            table = run.get(group)
+        else:
+            raise ValueError(
+                "draws must be the InferenceData of bnpjax.sample or bnpjax.fit, a run's "
+                "trace, or a list of them"
+            )
+        tables.append({} if table is None else table)
+    return tables
+
+
+def posterior_draws(
+    draws, names, *, group: str = "posterior", optional=()
+) -> dict[str, np.ndarray]:
+    """Variables of a fit with their ``(chain, draw)`` axes, ready for :func:`map_draws`.
+
+    Parameters
+    ----------
+    draws
+        the InferenceData of :func:`bnpjax.sample` or :func:`bnpjax.fit`, the ``trace`` of
+        :func:`bnpjax.infer.run`, or a list of them, pooled along the chain axis (runs whose
+        feature buffers grew to different capacities are zero-padded to the largest, as the
+        driver pads a grown buffer within a run: padded slots are inactive).
+    names
+        the variables every run must hold.
+    group
+        the group to read (``"posterior"`` or ``"sample_stats"``).
+    optional
+        variables read where present and left out where absent.
+
+    Returns
+    -------
+    dict
+        ``{name: numpy array (chain, draw, ...)}``.
+
+    Raises
+    ------
+    ValueError
+        naming a missing variable, or when ``draws`` is none of the above.
+    """
+    tables = _tables(draws, group)
+    out = {}
+    for name in (*names, *optional):
+        present = [name in t for t in tables]
+        if not all(present):
+            if name in optional and not any(present):
+                continue
+            raise ValueError(f"draws: {group} lacks {name!r}")
+        values = [np.asarray(t[name]) for t in tables]
+        if len({v.ndim for v in values}) != 1:
+            raise ValueError(f"draws: {name!r} has different ranks across runs")
+        widest = np.max([v.shape for v in values], axis=0)
+        if any(v.shape[1] != widest[1] for v in values):
+            # runs of different lengths pool into one chain
+            values = [v.reshape(1, -1, *v.shape[2:]) for v in values]
+            widest = np.max([v.shape for v in values], axis=0)
+        values = [
+            np.pad(
+                v,
+                [(0, 0), (0, 0)]
+                + [(0, w - s) for w, s in zip(widest[2:], v.shape[2:], strict=True)],
+            )
+            for v in values
+        ]
+        out[name] = np.concatenate(values, axis=0 if values[0].shape[1] == widest[1] else 1)
+    return out
 
 
 @jax.jit

@@ -130,7 +130,7 @@ def fit_run(
     key,
     num_steps: int,
     *,
-    num_draws: int = 1000,
+    num_draws: int = 200,
     progress_bar: bool = True,
     chunk_size: int | None = None,
     initial_state: Any = None,

@@ -1,6 +1,7 @@
 """Geweke cases of both samplers of the linear-Gaussian IBP model (every hyperparameter
-sampled), and their broken twins: the same sweep of ``Z`` and draw of ``A``, then
-``sigma_a^2 | A`` drawn with the ``K+ D / 2`` of its inverse-Gamma shape forgotten."""
+sampled), and their broken twins: the same sweep of ``Z``, draw of ``A`` and hyperparameter
+updates, except ``alpha | Z`` drawn from Gamma(a + K+, rate b + N): the harmonic number ``H_N``
+of the IBP's rate written as ``N``."""
 
 import importlib
 
@@ -44,12 +45,14 @@ def statistics(state, data):
 def _broken_finish(keys, data, hyper, state, Z, exceeded, shortfall, flags):
     key_A, key_rest = keys
     flags = dict(flags)
+    N = Z.shape[0]
     A = sample_A(key_A, Z, state.X, state.sigma_x, state.sigma_a)
     new = hyper_updates(key_rest, data, hyper, Z, A, state, flags)
-    # the slip: sigma_a^2 | A ~ InvGamma(a_A, b_A + |A|^2 / 2), the K+ D / 2 forgotten
-    rate = hyper.sigma_a_scale + 0.5 * jnp.sum(A**2)
-    gamma = jax.random.gamma(jax.random.fold_in(key_rest, 1), hyper.sigma_a_shape) / rate
-    new = new._replace(sigma_a=jax.lax.rsqrt(gamma))
+    # the slip: alpha | Z ~ Gamma(a + K+, rate b + N) instead of rate b + H_N
+    k_plus = jnp.sum(Z.sum(0) > 0)
+    shape = hyper.alpha_shape + k_plus
+    alpha = jax.random.gamma(jax.random.fold_in(key_rest, 1), shape) / (hyper.alpha_rate + N)
+    new = new._replace(alpha=alpha)
     needed = jnp.sum(Z.sum(0) > 0) + shortfall
     return new, _info(data, hyper, new, flags, exceeded, needed)
 

@@ -45,7 +45,7 @@ def test_kernel_runs_through_the_driver_with_test_predictions():
     np.testing.assert_allclose(fm.log_likelihood(result.trace, data, test), pointwise[..., :50],
                                rtol=1e-6)  # fmt: skip
     pooled = fm.predict([result.trace, result.trace], data, test)
-    assert pooled.shape == (1, 80, 50)
+    assert pooled.shape == (4, 20, 50)  # runs pooled along the chain axis
 
 
 def test_inference_data_has_observed_data_and_a_pointwise_log_likelihood():

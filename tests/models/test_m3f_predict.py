@@ -227,3 +227,22 @@ def test_geweke_protocol_and_deprecated_prior_sample():
         old = m3f.ipm3f_prior_sample(key, data, hyper, 1.0, 8)
     for a, b in zip(old, new, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_predict_from_the_factor_draws_matches_the_traced_test_scores():
+    # pairs the kernel was not built with are scored from U, V, theta of every draw: the same
+    # levels as the kernel's own traced scores for pairs it was built with
+    u, v, y = _pairs()
+    data = m3f.make_data(u, v, y, 4, 3, L, margin=1.0)
+    test = ([0, 1, 3], [2, 0, 1])
+    with_scores = bnpjax.sample(
+        m3f.gibbs(data, rank=2, test=test), jax.random.key(1), 6, progress_bar=False
+    )
+    factors_only = bnpjax.sample(m3f.gibbs(data, rank=2), jax.random.key(1), 6, progress_bar=False)
+    for rule in ("score", "median"):
+        np.testing.assert_array_equal(
+            m3f.predict(factors_only, data, test, rule=rule),
+            m3f.predict(with_scores, data, test, rule=rule, score="score_test"),
+        )
+    with pytest.raises(ValueError, match="test items"):
+        m3f.predict(factors_only, data, ([0], [7]))

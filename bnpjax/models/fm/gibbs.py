@@ -407,7 +407,7 @@ def gibbs(
     num_levels: int | None = None,
     test=None,
     num_test: int = 0,
-    log_likelihood: bool = True,
+    pointwise_log_likelihood: bool = True,
 ) -> SamplingAlgorithm:
     r"""The BFM Gibbs sampler as a kernel for :func:`bnpjax.sample`.
 
@@ -438,7 +438,7 @@ def gibbs(
         per block of ``data``): ``yhat_test`` is traced in ``sample_stats`` at every kept draw.
     num_test : int
         the number of rows of ``test``.
-    log_likelihood : bool
+    pointwise_log_likelihood : bool
         trace the pointwise log-likelihood of the training targets (group
         ``log_likelihood``, variable ``y``, dim ``obs``), for ``az.loo``.
 
@@ -481,7 +481,7 @@ def gibbs(
             test_arrays,
             likelihood=likelihood,
             num_test=int(num_test),
-            pointwise=bool(log_likelihood),
+            pointwise=bool(pointwise_log_likelihood),
         ),
         spec=ArvizSpec(
             name=f"fm.gibbs.{likelihood}",

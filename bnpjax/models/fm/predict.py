@@ -14,9 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr
 
-from bnpjax.infer.arviz_adapter import pooled_draws
 from bnpjax.infer.base import bind
-from bnpjax.infer.predictive import map_draws
+from bnpjax.infer.predictive import map_draws, posterior_draws
 from bnpjax.models.fm.conditionals import _predict_coo, _predict_parts
 from bnpjax.models.fm.data import LIKELIHOODS, FMData, FMState
 from bnpjax.models.fm.likelihoods import _log_likelihood_terms
@@ -24,25 +23,6 @@ from bnpjax.models.fm.likelihoods import _log_likelihood_terms
 __all__ = ["log_likelihood", "predict"]
 
 _OUTPUTS = ("latent", "probability")
-
-
-def _posterior(draws, names) -> dict[str, np.ndarray]:
-    """The posterior variables ``names`` with leading (chain, draw) axes; a list of runs is
-    pooled into one chain."""
-    if isinstance(draws, list | tuple):
-        return {name: pooled_draws(draws, "posterior", name)[None] for name in names}
-    if hasattr(draws, "posterior"):
-        table = draws.posterior
-    elif isinstance(draws, dict) and "posterior" in draws:
-        table = draws["posterior"]
-    else:
-        raise ValueError(
-            "draws must be the InferenceData of bnpjax.sample, a run's trace, or a list of them"
-        )
-    missing = [name for name in names if name not in table]
-    if missing:
-        raise ValueError(f"draws: posterior lacks {missing}")
-    return {name: np.asarray(table[name]) for name in names}
 
 
 def _variables(draws) -> set:
@@ -132,7 +112,7 @@ def predict(
         raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
     likelihood = _likelihood(draws, likelihood)
     names = ["b", "w", "V"] + (["cutpoints"] if likelihood == "ordinal" else [])
-    posterior = _posterior(draws, names)
+    posterior = posterior_draws(draws, names)
     num_features = posterior["w"].shape[-1]
     _check(data, "data", num_features)
     test = _check(test, "test", num_features)
@@ -182,7 +162,7 @@ def log_likelihood(
     likelihood = _likelihood(draws, likelihood)
     names = ["b", "w", "V"]
     names += {"gaussian": ["noise_var"], "ordinal": ["cutpoints"], "probit": []}[likelihood]
-    posterior = _posterior(draws, names)
+    posterior = posterior_draws(draws, names)
     num_features = posterior["w"].shape[-1]
     data = _check(data, "data", num_features)
     target = data if test is None else _check(test, "test", num_features)

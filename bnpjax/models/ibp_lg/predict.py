@@ -7,39 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.predictive import map_draws
+from bnpjax.infer.predictive import map_draws, posterior_draws
 from bnpjax.models.ibp_lg.conditionals import entry_log_likelihood
 from bnpjax.models.ibp_lg.data import IBPLGData
 
 __all__ = ["feature_means", "log_likelihood", "predict"]
-
-
-def _posterior(draws, names) -> dict:
-    """``{name: array (chain, draw, ...)}`` from the InferenceData of :func:`bnpjax.sample`, a
-    run's ``trace``, or a list of them pooled along the chain axis (feature axes zero-padded to the
-    largest buffer, as the driver pads a grown one: padded slots are inactive)."""
-    runs = list(draws) if isinstance(draws, list | tuple) else [draws]
-    if not runs or not all(hasattr(r, "posterior") or isinstance(r, dict) for r in runs):
-        raise ValueError("draws must be the InferenceData of bnpjax.sample, a trace, or a list")
-    tables = [r.posterior if hasattr(r, "posterior") else r.get("posterior", {}) for r in runs]
-    out = {}
-    for name in names:
-        if not all(name in t for t in tables):
-            raise ValueError(f"draws: the posterior lacks {name!r}")
-        values = [np.asarray(t[name]) for t in tables]
-        widest = np.max([v.shape for v in values], axis=0)
-        values = [
-            np.pad(
-                v,
-                [
-                    (0, w - s if i >= 2 else 0)
-                    for i, (w, s) in enumerate(zip(widest, v.shape, strict=True))
-                ],
-            )
-            for v in values
-        ]
-        out[name] = np.concatenate(values, axis=0)
-    return out
 
 
 def _check_data(data):
@@ -74,7 +46,7 @@ def _as_test(test, data: IBPLGData) -> IBPLGData:
 
 def _arrays(draws, names):
     try:
-        return _posterior(draws, names)
+        return posterior_draws(draws, names)
     except ValueError as err:
         if "lacks" in str(err):
             raise ValueError("the fit kept no features: sample with trace_features=True") from err

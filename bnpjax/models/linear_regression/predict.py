@@ -8,27 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.predictive import map_draws
+from bnpjax.infer.predictive import map_draws, posterior_draws
 from bnpjax.models.linear_regression.conditionals import pointwise_log_likelihood
 from bnpjax.models.linear_regression.data import LinearRegressionData, LinearRegressionState
 
 __all__ = ["log_likelihood", "predict"]
-
-
-def _posterior(draws, names) -> dict:
-    """``{name: array (chain, draw, ...)}`` from the InferenceData of :func:`bnpjax.sample`, a
-    run's ``trace``, or a list of them pooled along the chain axis."""
-    runs = list(draws) if isinstance(draws, list | tuple) else [draws]
-    if not runs or not all(hasattr(r, "posterior") or isinstance(r, dict) for r in runs):
-        raise ValueError("draws must be the InferenceData of bnpjax.sample, a trace, or a list")
-    tables = [r.posterior if hasattr(r, "posterior") else r.get("posterior", {}) for r in runs]
-    out = {}
-    for name in names:
-        if not all(name in t for t in tables):
-            raise ValueError(f"draws: the posterior lacks {name!r}")
-        values = [np.asarray(t[name]) for t in tables]
-        out[name] = np.concatenate(values, axis=0)
-    return out
 
 
 def _check(data, name):
@@ -59,7 +43,7 @@ def predict(draws, data: LinearRegressionData, test: LinearRegressionData, *, ke
     """
     _check(data, "data")
     _check(test, "test")
-    arrays = _posterior(draws, ["beta", "tau"])
+    arrays = posterior_draws(draws, ["beta", "tau"])
     X = test.X[test.observed]
     if key is None:
         return map_draws(lambda d: X @ d["beta"], arrays)
@@ -101,7 +85,7 @@ def log_likelihood(draws, data: LinearRegressionData, test: LinearRegressionData
     _check(data, "data")
     target = data if test is None else test
     _check(target, "test")
-    arrays = _posterior(draws, ["beta", "tau"])
+    arrays = posterior_draws(draws, ["beta", "tau"])
     return map_draws(
         lambda d: pointwise_log_likelihood(
             target, LinearRegressionState(d["beta"], jnp.asarray(d["tau"]))

@@ -290,7 +290,7 @@ def gibbs(
     item_bias: bool = False,
     item_factors=None,
     item_biases=None,
-    log_likelihood: bool = True,
+    pointwise_log_likelihood: bool = True,
 ) -> SamplingAlgorithm:
     """Gibbs M3F as a kernel for :func:`bnpjax.sample`.
 
@@ -322,7 +322,7 @@ def gibbs(
         Fixed item factors ``(num_items, rank)``.
     item_biases : array_like, optional
         Fixed item biases ``(num_items,)`` (with ``item_factors``).
-    log_likelihood : bool
+    pointwise_log_likelihood : bool
         Trace the pointwise log-likelihood of the training ratings (the hinge
         pseudo-likelihood normalized over the L levels) and store them as ``observed_data``.
 
@@ -344,5 +344,5 @@ def gibbs(
         item_bias=item_bias,
         item_factors=item_factors,
         item_biases=item_biases,
-        log_likelihood=log_likelihood,
+        log_likelihood=pointwise_log_likelihood,
     )

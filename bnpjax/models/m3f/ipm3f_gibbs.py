@@ -515,7 +515,7 @@ def ipm3f_gibbs(
     item_factors=None,
     feature_counts=None,
     num_reference_users: int | None = None,
-    log_likelihood: bool = True,
+    pointwise_log_likelihood: bool = True,
 ) -> SamplingAlgorithm:
     """Gibbs iPM3F as a kernel for :func:`bnpjax.sample`.
 
@@ -544,7 +544,7 @@ def ipm3f_gibbs(
         Starting size of the feature buffer (at least ``kappa``).
     num_init_features : int
         Features of the random start.
-    test, keep_factors, log_likelihood
+    test, keep_factors, pointwise_log_likelihood
         As in :func:`bnpjax.models.m3f.gibbs`.
     alpha_prior : tuple of float, optional
         ``(a, b)``: a Gamma(a, rate b) hyperprior on alpha, drawn each sweep from
@@ -581,5 +581,5 @@ def ipm3f_gibbs(
         item_factors=item_factors,
         feature_counts=feature_counts,
         num_reference_users=num_reference_users,
-        log_likelihood=log_likelihood,
+        log_likelihood=pointwise_log_likelihood,
     )

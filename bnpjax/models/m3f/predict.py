@@ -21,7 +21,7 @@ import numpy as np
 from bnpjax.infer.arviz_adapter import pooled_draws
 from bnpjax.infer.base import bind
 from bnpjax.infer.checks import check_integer_array
-from bnpjax.infer.predictive import map_draws
+from bnpjax.infer.predictive import map_draws, posterior_draws
 from bnpjax.models.m3f.conditionals import _pointwise_log_likelihood, levels_from_scores
 from bnpjax.models.m3f.data import M3FData, _check_common
 
@@ -53,7 +53,11 @@ def predictive_distribution(levels, num_levels: int) -> np.ndarray:
 
 
 def predict(draws, data: M3FData | None, test, *, rule: str = "score", score="score_test_rb"):
-    """Predicted rating levels of the held-out pairs of a fit made with ``test=(users, items)``.
+    """Predicted rating levels of held-out pairs.
+
+    A kernel built with ``test=(users, items)`` traces the test scores (and their
+    Rao-Blackwellized form) at every draw; for other pairs the scores are computed from the
+    factor draws (``keep_factors=True``, the default).
 
     Parameters
     ----------
@@ -61,10 +65,10 @@ def predict(draws, data: M3FData | None, test, *, rule: str = "score", score="sc
         The InferenceData of :func:`bnpjax.sample`, a run's ``trace``, or a list of them
         (pooled: several runs or chains).
     data : M3FData or None
-        The training data (unused: the test scores are traced by the kernel).
+        The training data (unused: the draws hold what is needed).
     test : tuple
-        ``(users, items)`` (or ``(users, items, ratings)``), the pairs the kernel was built
-        with.
+        ``(users, items)`` (or ``(users, items, ratings)``): the pairs the kernel was built
+        with, or any pairs when the draws hold the factors.
     rule : {"score", "median"}
         ``"score"``: the rating-level rule on the posterior means of ``score`` and of the
         thresholds; ``"median"``: the median of the predictive distribution of the level
@@ -83,6 +87,8 @@ def predict(draws, data: M3FData | None, test, *, rule: str = "score", score="sc
     if score not in ("score_test_rb", "score_test"):
         raise ValueError(f"score must be 'score_test_rb' or 'score_test', got {score!r}")
     test_users = check_integer_array(test[0], "test_users")
+    if test[1] is not None and score not in _stat_names(draws):
+        return _predict_from_factors(draws, test, rule)
     if rule == "median":
         levels = pooled_draws(draws, "sample_stats", "level_test")
         if levels.shape[-1] != test_users.size:
@@ -103,6 +109,42 @@ def predict(draws, data: M3FData | None, test, *, rule: str = "score", score="sc
     return np.asarray(levels_from_scores(jnp.asarray(mean_score), jnp.asarray(theta[test_users])))
 
 
+def _stat_names(draws) -> set:
+    first = draws[0] if isinstance(draws, list | tuple) and draws else draws
+    table = first.get("sample_stats") if isinstance(first, dict) else None
+    if table is None and not isinstance(first, dict):
+        table = getattr(first, "sample_stats", None)
+    return set(table or ())
+
+
+def _predict_from_factors(draws, test, rule):
+    """Levels of any pairs from the factor draws: the level rule on each draw's score."""
+    if test[1] is None:
+        raise ValueError("test must give (users, items) when the fit traced no test scores")
+    post = posterior_draws(draws, ("V", "theta"), optional=("U", "Z", "bias"))
+    if "U" not in post and "Z" not in post:
+        raise ValueError(
+            "draws hold neither test scores nor factors: build the kernel with test=(users, "
+            "items) or keep_factors=True"
+        )
+    F = post["U"] if "U" in post else post["Z"]
+    users = check_integer_array(test[0], "test users", minimum=0, maximum=F.shape[2] - 1)
+    items = check_integer_array(
+        test[1], "test items", minimum=0, maximum=post["V"].shape[2] - 1, size=users.size
+    )
+    scores = np.einsum("cdnk,cdnk->cdn", F[:, :, users], post["V"][:, :, items])
+    if "bias" in post:
+        scores = scores + post["bias"][:, :, items]
+    theta = post["theta"][:, :, users]
+    if rule == "score":
+        return np.asarray(
+            levels_from_scores(jnp.asarray(scores.mean((0, 1))), jnp.asarray(theta.mean((0, 1))))
+        )
+    levels = np.asarray(levels_from_scores(jnp.asarray(scores), jnp.asarray(theta)))
+    proba = predictive_distribution(levels, theta.shape[-1] + 1)
+    return 1 + np.argmax(np.cumsum(proba, axis=1) >= 0.5, axis=1)
+
+
 def predict_levels(draws, test_users, *, rule: str = "score", score: str = "score_test_rb"):
     """:func:`predict` with the test pairs' users only (the previous signature)."""
     return predict(draws, None, (test_users, None), rule=rule, score=score)
@@ -114,21 +156,6 @@ def _draw_log_likelihood(users, items, ratings, margin, C, draw):
     if "bias" in draw:
         x = x + draw["bias"][items]
     return _pointwise_log_likelihood(x, draw["theta"][users], ratings, margin, C)
-
-
-def _posterior(draws) -> dict:
-    """The factor draws with leading (chain, draw) axes (a list of runs: pooled, one chain)."""
-    names = ("U", "Z", "V", "bias", "theta")
-    if isinstance(draws, list | tuple):
-        out = {}
-        for name in names:
-            try:
-                out[name] = pooled_draws(draws, "posterior", name)[None]
-            except ValueError:
-                pass
-        return out
-    table = draws.posterior if hasattr(draws, "posterior") else draws["posterior"]
-    return {name: np.asarray(table[name]) for name in names if name in table}
 
 
 def log_likelihood(draws, data: M3FData, test=None, *, hyper=None, item_factors=None):
@@ -158,7 +185,7 @@ def log_likelihood(draws, data: M3FData, test=None, *, hyper=None, item_factors=
         ``(chain, draw, entry)``.
     """
     hyper = _check_common(data, hyper)
-    post = _posterior(draws)
+    post = posterior_draws(draws, (), optional=("U", "Z", "V", "bias", "theta"))
     if item_factors is not None:
         V = np.asarray(item_factors, float)
         post["V"] = np.broadcast_to(V, next(iter(post.values())).shape[:2] + V.shape)

@@ -1,0 +1,54 @@
+"""The ``bnpjax`` command (also ``python -m bnpjax``).
+
+::
+
+    bnpjax --version
+    bnpjax demo [MODEL]                  # end-to-end run on generated data
+    bnpjax fit MODEL --data PATH --out result.nc [options]
+    bnpjax fit fm --train ratings.csv --test ratings_test.csv --rank 10
+    bnpjax fit ilfm --data edges.tsv [--undirected] [--mode single] [--init cluster]
+
+Each model's demo and fit live in a module of their own (``bnpjax.cli.<model>``), listed in
+:data:`bnpjax.cli.registry.MODELS`; the parser is built from that registry. Errors in
+arguments or data files print one line on stderr and exit with status 2, without traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from bnpjax.cli.output import UsageError, report_error
+from bnpjax.cli.parser import build_parser, check_sampling
+from bnpjax.cli.registry import MODELS, load, load_all
+
+__all__ = ["MODELS", "UsageError", "main"]
+
+_SAMPLING = ("num_samples", "num_warmup", "num_chains")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``bnpjax`` command; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        parser = build_parser(load_all())
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 0
+        check_sampling(args)
+        if args.command == "demo":
+            commands = load(args.model)
+            for name, value in zip(_SAMPLING, commands.DEMO_DEFAULTS, strict=True):
+                if getattr(args, name) is None:
+                    setattr(args, name, value)
+            return commands.demo(args)
+        if args.model is None:
+            raise UsageError(f"fit: choose a model: {', '.join(sorted(MODELS))}")
+        return load(args.model).fit(args)
+    except UsageError as err:
+        return report_error(str(err))
+    except (ValueError, OSError) as err:
+        return report_error(str(err), prefix="bnpjax: error: ")
+    except KeyboardInterrupt:
+        print("bnpjax: interrupted", file=sys.stderr)
+        return 130

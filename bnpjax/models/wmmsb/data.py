@@ -1,0 +1,469 @@
+"""Data and hyperparameters of the WMMSB: :class:`WMMSBData` (the observed pairs of a network),
+:class:`WMMSBHyper`, and their constructors :func:`make_network` (edge lists),
+:func:`make_data` (dense count matrices) and :func:`make_hyper`."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnpjax.infer.base import concrete_or_none
+from bnpjax.infer.checks import check_integer, renamed_arguments
+
+__all__ = [
+    "LIKELIHOODS",
+    "WMMSBData",
+    "WMMSBHyper",
+    "hash_uniform",
+    "make_data",
+    "make_hyper",
+    "make_network",
+    "pair_keys",
+]
+
+#: The observation models: "nb" (WMMSB, Gamma-Poisson blocks with fixed ``r``, ``p``), "bg"
+#: (WMMSB-bg, Beta-Gamma priors on the block's ``r`` and ``p``), "bernoulli" (the MMSB).
+LIKELIHOODS = ("nb", "bg", "bernoulli")
+
+
+class WMMSBData(NamedTuple):
+    """Observed pairs of a network (all arrays; ``num_nodes = degree.shape[0]`` is static).
+
+    Explicit pairs (``src``, ``dst``, ``y``, ``w``): the links and any pair given with its
+    value (Geweke data hold every pair here). Implicit zeros (``zsrc``, ``zdst``, ``zw``): the
+    observed non-links, enumerated only when the network is small enough (full-batch
+    methods); stochastic CVB0 draws them on the fly instead: a pair is an observed zero iff it
+    is not in ``special`` (sorted keys of the explicit and the unobserved pairs) and
+    ``hash_uniform(key, hash_seed) < keep``. ``w`` is 1 for a real pair and 0 for padding.
+    ``adj_ptr``/``adj`` list the explicit pairs of each node (CSR), ``max_degree`` padded.
+    """
+
+    degree: jax.Array  # (N,) explicit pairs per node (float)
+    src: jax.Array
+    dst: jax.Array
+    y: jax.Array
+    w: jax.Array
+    zsrc: jax.Array
+    zdst: jax.Array
+    zw: jax.Array
+    adj_ptr: jax.Array  # (N + 1,) int32
+    adj: jax.Array  # (2 P,) int32 explicit pair ids, grouped by node
+    special: jax.Array  # sorted int32 keys
+    keep: jax.Array  # () float
+    hash_seed: jax.Array  # () uint32
+    directed: jax.Array  # () bool
+    num_zeros: jax.Array  # () float, number of observed implicit zeros (exact or estimated)
+    zmask: jax.Array  # (N, N) 1.0 at observed zeros (zeros="dense"), else (0, 0)
+
+
+class WMMSBHyper(NamedTuple):
+    """``alpha`` (rank,) Dirichlet; ``r``, ``p`` (nb: NB(r, p) prior predictive; bernoulli: the
+    Beta(a = r, b = p) prior); ``r0``, ``c0``, ``c``, ``eps`` (bg priors)."""
+
+    alpha: jax.Array
+    r: jax.Array
+    p: jax.Array
+    r0: jax.Array
+    c0: jax.Array
+    c: jax.Array
+    eps: jax.Array
+
+
+@renamed_arguments(K="rank")
+def make_hyper(
+    rank: int,
+    *,
+    likelihood: str = "nb",
+    alpha=None,
+    r: float | None = None,
+    p: float | None = None,
+    r0: float = 1.0,
+    c0: float = 1.0,
+    c: float = 1.0,
+    eps: float = 0.5,
+) -> WMMSBHyper:
+    """Hyperparameters of the WMMSB.
+
+    Parameters
+    ----------
+    rank : int
+        Number of communities ``K``.
+    likelihood : {"nb", "bg", "bernoulli"}
+        The observation model (sets the default ``p``).
+    alpha : float or array of shape (rank,), optional
+        Dirichlet concentration of the memberships; default ``1 / rank``.
+    r, p : float, optional
+        nb: the NB(r, p) prior predictive of a pair (defaults 1, 0.5); bernoulli: the
+        Beta(a = r, b = p) prior of a block (defaults 1, 1).
+    r0, c0, c, eps : float
+        bg: ``r ~ Gamma(r0 c0, rate c0)`` and ``p ~ Beta(c eps, c (1 - eps))`` per block.
+
+    Returns
+    -------
+    WMMSBHyper
+    """
+    rank = check_integer(rank, "rank", 1)
+    _check_likelihood(likelihood)
+    alpha = (
+        np.full(rank, 1.0 / rank)
+        if alpha is None
+        else np.broadcast_to(np.asarray(alpha, float), rank)
+    )
+    if r is None:
+        r = 1.0
+    if p is None:
+        p = 1.0 if likelihood == "bernoulli" else 0.5
+    values = {"r": r, "p": p, "r0": r0, "c0": c0, "c": c}
+    for name, value in values.items():
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be positive, got {value}")
+    if not np.all(np.isfinite(alpha) & (alpha > 0)):
+        raise ValueError("alpha must be positive")
+    if likelihood != "bernoulli" and not p < 1:
+        raise ValueError(f"p must lie in (0, 1), got {p}")
+    if not 0 < eps < 1:
+        raise ValueError(f"eps must lie in (0, 1), got {eps}")
+    dtype = jnp.result_type(float)
+    return WMMSBHyper(
+        jnp.asarray(alpha, dtype), *(jnp.asarray(v, dtype) for v in (r, p, r0, c0, c, eps))
+    )
+
+
+def hash_uniform(keys, hash_seed):
+    """A fixed uint32 mixing hash of pair keys, as uniforms in [0, 1) (24 bits).
+
+    The same formula in NumPy and JAX (works on both), so membership of implicit zeros in a
+    training subsample is decided identically on host and device; subsamples at growing
+    ``keep`` are nested. ``hash_seed`` is an integer in ``[0, 2**32)``.
+    """
+    xp = jnp if isinstance(keys, jax.Array) else np
+    with np.errstate(over="ignore"):
+        x = xp.asarray(keys).astype(xp.uint32) ^ xp.asarray(hash_seed).astype(xp.uint32)
+        x = x * xp.uint32(0x9E3779B1)
+        x = x ^ (x >> xp.uint32(16))
+        x = x * xp.uint32(0x85EBCA6B)
+        x = x ^ (x >> xp.uint32(13))
+        x = x * xp.uint32(0xC2B2AE35)
+        x = x ^ (x >> xp.uint32(16))
+    return (x >> xp.uint32(8)).astype(xp.float32) / np.float32(2**24)
+
+
+@renamed_arguments(n_nodes="num_nodes")
+def pair_keys(src, dst, num_nodes: int, directed: bool):
+    """``i * N + j`` for directed pairs, ``min * N + max`` for undirected (int32; N < 46341)."""
+    xp = jnp if isinstance(src, jax.Array) else np
+    src = xp.asarray(src).astype(xp.int32)
+    dst = xp.asarray(dst).astype(xp.int32)
+    if not directed:
+        src, dst = xp.minimum(src, dst), xp.maximum(src, dst)
+    return src * xp.int32(num_nodes) + dst
+
+
+def _int_array(name, value, n=None):
+    arr = np.asarray(value)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} must have length {n}, got {arr.shape[0]}")
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
+        raise ValueError(f"{name} must be numeric")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (no NaN/inf)")
+    return arr
+
+
+def _check_counts(name, y, likelihood):
+    if np.any(y < 0):
+        raise ValueError(f"{name} must be non-negative counts")
+    if np.any(y != np.round(y)):
+        raise ValueError(f"{name} must be integer counts (round real weights first)")
+    if likelihood == "bernoulli" and np.any(y > 1):
+        raise ValueError(f"{name} must be 0/1 for the bernoulli (MMSB) likelihood")
+
+
+def _check_likelihood(likelihood):
+    if not isinstance(likelihood, str) or likelihood not in LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
+
+
+def _check_node_ids(name, ids, num_nodes):
+    if np.any(ids != np.round(ids)) or np.any(ids < 0) or np.any(ids >= num_nodes):
+        raise ValueError(f"{name} holds node ids outside 0..{num_nodes - 1} or non-integers")
+
+
+@renamed_arguments(n_nodes="num_nodes", seed="hash_seed")
+def make_network(
+    num_nodes: int,
+    src,
+    dst,
+    weight=None,
+    *,
+    directed: bool,
+    unobserved=None,
+    keep: float = 1.0,
+    hash_seed: int = 0,
+    zeros: str | None = None,
+    likelihood: str = "nb",
+    pad_to: int = 1,
+) -> WMMSBData:
+    """Validate an edge list and build :class:`WMMSBData`.
+
+    Parameters
+    ----------
+    num_nodes : int
+        Number of nodes (at least 2, at most 46340: int32 pair keys).
+    src, dst : array of int
+        0-based node ids of the observed explicit pairs (no self-loops, no duplicates; for
+        undirected data ``i-j`` and ``j-i`` are the same pair).
+    weight : array of int, optional
+        Non-negative integer counts of the pairs (default 1; 0/1 for "bernoulli").
+    directed : bool
+        Whether ``(i, j)`` and ``(j, i)`` are different pairs.
+    unobserved : array of shape (M, 2), optional
+        Held-out or missing pairs: never counted as observations (neither links nor zeros).
+    keep : float
+        Every other pair is an observed zero if ``hash_uniform(key, hash_seed) < keep``.
+    hash_seed : int
+        The uint32 seed of that deterministic pair hash, in ``[0, 2**32)``.
+    zeros : {"list", "dense", "none"}, optional
+        How full-batch methods see the observed zeros: every zero pair listed (exact CVB0
+        and collapsed Gibbs), an ``N x N`` mask (CVB0 by matrix products; the default up to
+        20000 nodes) or not at all (stochastic CVB0 only).
+    likelihood : {"nb", "bg", "bernoulli"}
+        Checked against the weights.
+    pad_to : int
+        Pad the pair lists to a multiple of ``pad_to`` (weight 0).
+
+    Returns
+    -------
+    WMMSBData
+    """
+    check_integer(num_nodes, "num_nodes", 2)
+    _check_likelihood(likelihood)
+    pad_to = check_integer(pad_to, "pad_to", 1)
+    if check_integer(hash_seed, "hash_seed", 0) >= 2**32:
+        raise ValueError(
+            f"hash_seed must be an integer in [0, 2**32) (a uint32 hash seed), got {hash_seed!r}"
+        )
+    if num_nodes > 46_340:
+        raise ValueError("num_nodes must be at most 46340 (int32 pair keys)")
+    N = int(num_nodes)
+    src = _int_array("src", src)
+    dst = _int_array("dst", dst, src.shape[0])
+    for name, ids in (("src", src), ("dst", dst)):
+        _check_node_ids(name, ids, N)
+    src, dst = src.astype(np.int64), dst.astype(np.int64)
+    y = np.ones(src.shape[0]) if weight is None else _int_array("weight", weight, src.shape[0])
+    _check_counts("weight", y, likelihood)
+    if np.any(src == dst):
+        raise ValueError("src/dst: self-loops are excluded from the model; drop them first")
+    if not directed:
+        src, dst = np.minimum(src, dst), np.maximum(src, dst)
+    keys = pair_keys(src, dst, N, True)
+    if np.unique(keys).shape[0] != keys.shape[0]:
+        raise ValueError("src/dst: duplicate pairs (for undirected data, i-j and j-i)")
+    if not (np.isfinite(keep) and 0 < keep <= 1):
+        raise ValueError(f"keep must lie in (0, 1], got {keep}")
+    blocked = np.zeros(0, np.int64)
+    if unobserved is not None:
+        u = np.asarray(unobserved)
+        if u.ndim != 2 or u.shape[1] != 2:
+            raise ValueError(f"unobserved must be an (M, 2) array of pairs, got {u.shape}")
+        _int_array("unobserved", u.reshape(-1))
+        if np.any(u < 0) or np.any(u >= N) or np.any(u != np.round(u)):
+            raise ValueError(f"unobserved holds node ids outside 0..{N - 1}")
+        blocked = np.unique(pair_keys(u[:, 0], u[:, 1], N, directed))
+        drop = np.isin(keys, blocked)
+        src, dst, y, keys = src[~drop], dst[~drop], y[~drop], keys[~drop]
+    special = np.union1d(keys, blocked)
+    num_pairs = N * (N - 1) if directed else N * (N - 1) // 2
+    if zeros is None:
+        zeros = "dense" if N <= 20_000 else "none"
+    if zeros not in ("list", "dense", "none"):
+        raise ValueError(f"zeros must be 'list', 'dense' or 'none', got {zeros!r}")
+    zmask = np.zeros((0, 0), np.float32)
+    zsrc = zdst = np.zeros(0, np.int64)
+    if zeros != "none":
+        zmask = ~np.eye(N, dtype=bool) if directed else np.triu(np.ones((N, N), bool), 1)
+        zmask.reshape(-1)[special] = False
+        if keep < 1:
+            zmask &= hash_uniform(np.arange(N * N, dtype=np.int64).reshape(N, N), hash_seed) < keep
+        num_zeros = float(zmask.sum())
+        if zeros == "list":
+            zsrc, zdst = np.nonzero(zmask)
+            zmask = np.zeros((0, 0), np.float32)
+    else:
+        num_zeros = float((num_pairs - special.shape[0]) * keep)
+    if num_zeros + src.shape[0] == 0:
+        raise ValueError("no observed pair is left")
+    degree = np.bincount(src, minlength=N) + np.bincount(dst, minlength=N)
+    order = np.argsort(np.concatenate([src, dst]), kind="stable")
+    adj = np.concatenate([np.arange(src.shape[0])] * 2)[order]
+    adj_ptr = np.concatenate([[0], np.cumsum(degree)])
+
+    def pad(a, fill=0):
+        extra = (-a.shape[0]) % pad_to
+        return np.concatenate([a, np.full(extra, fill, a.dtype)])
+
+    dtype = jnp.result_type(float)
+    w = np.ones(src.shape[0])
+    zw = np.ones(zsrc.shape[0])
+    return WMMSBData(
+        degree=jnp.asarray(degree, dtype),
+        src=jnp.asarray(pad(src), jnp.int32),
+        dst=jnp.asarray(pad(dst, 1), jnp.int32),
+        y=jnp.asarray(pad(y.astype(float)), dtype),
+        w=jnp.asarray(pad(w), dtype),
+        zsrc=jnp.asarray(pad(zsrc), jnp.int32),
+        zdst=jnp.asarray(pad(zdst, 1), jnp.int32),
+        zw=jnp.asarray(pad(zw), dtype),
+        adj_ptr=jnp.asarray(adj_ptr, jnp.int32),
+        adj=jnp.asarray(np.concatenate([pad(adj), pad(adj)]), jnp.int32),
+        special=jnp.asarray(special, jnp.int32),
+        keep=jnp.asarray(keep, dtype),
+        hash_seed=jnp.asarray(hash_seed, jnp.uint32),
+        directed=jnp.asarray(bool(directed)),
+        num_zeros=jnp.asarray(num_zeros, dtype),
+        zmask=jnp.asarray(zmask, dtype),
+    )
+
+
+def make_data(
+    Y,
+    mask=None,
+    *,
+    directed: bool | None = None,
+    likelihood: str = "nb",
+    explicit: bool = False,
+    zeros: str = "list",
+) -> WMMSBData:
+    """Validate a dense count matrix and build :class:`WMMSBData`.
+
+    Parameters
+    ----------
+    Y : array of shape (N, N)
+        Non-negative integer counts (0/1 for "bernoulli"). The diagonal is outside the model:
+        it must be zero (or masked).
+    mask : bool array of shape (N, N), optional
+        True = observed; unobserved entries are never counted as observations.
+    directed : bool, optional
+        Default: directed unless ``Y`` (and ``mask``) are symmetric; undirected data must be
+        symmetric and use the upper triangle.
+    likelihood : {"nb", "bg", "bernoulli"}
+    explicit : bool
+        Keep every observed pair in the explicit list (the Geweke layout) instead of the
+        implicit zeros.
+    zeros : {"list", "dense", "none"}
+        As in :func:`make_network`.
+
+    Returns
+    -------
+    WMMSBData
+    """
+    _check_likelihood(likelihood)
+    Y = np.asarray(Y)
+    if Y.ndim != 2 or Y.shape[0] != Y.shape[1] or Y.shape[0] < 2:
+        raise ValueError(f"Y must be a square (N, N) matrix with N >= 2, got shape {Y.shape}")
+    if Y.dtype == bool or not np.issubdtype(Y.dtype, np.number):
+        raise ValueError("Y must be numeric counts")
+    N = Y.shape[0]
+    observed = np.ones((N, N), bool)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != Y.shape:
+            raise ValueError(f"mask must have the shape of Y {Y.shape}, got {mask.shape}")
+        if mask.dtype != bool and not np.all((mask == 0) | (mask == 1)):
+            raise ValueError("mask must be boolean (True = observed)")
+        observed = mask.astype(bool)
+    if not np.all(np.isfinite(Y[observed])):
+        raise ValueError("Y must be finite where observed (mask out missing entries)")
+    _check_counts("Y", Y[observed], likelihood)
+    if np.any(np.diag(Y)[np.diag(observed)] != 0):
+        raise ValueError("Y has self-loops on the diagonal: they are excluded; zero or mask them")
+    Yz = np.where(observed, Y, 0)
+    symmetric = np.array_equal(Yz, Yz.T) and np.array_equal(observed, observed.T)
+    if directed is None:
+        directed = not symmetric
+    elif not directed and not symmetric:
+        raise ValueError("undirected Y and mask must be symmetric")
+    off = ~np.eye(N, dtype=bool) if directed else np.triu(np.ones((N, N), bool), 1)
+    pick = off & observed & ((Yz != 0) | explicit)
+    ii, jj = np.nonzero(pick)
+    ui, uj = np.nonzero(off & ~observed)
+    return make_network(
+        N,
+        ii,
+        jj,
+        Yz[ii, jj],
+        directed=directed,
+        unobserved=np.stack([ui, uj], 1),
+        likelihood=likelihood,
+        zeros="none" if explicit else zeros,
+    )
+
+
+def _num_nodes(data: WMMSBData) -> int:
+    return data.degree.shape[0]
+
+
+def _check_common(data, hyper, likelihood):
+    """Types of ``data``/``hyper``, the likelihood name and (bernoulli) 0/1 links. The 0/1
+    check reads ``data.y`` on the host; it is skipped while ``data`` is traced (the Geweke
+    harness builds the kernel inside compiled code from data it drew itself)."""
+    if not isinstance(data, WMMSBData):
+        raise ValueError("data must come from bnpjax.models.wmmsb.make_data or make_network")
+    if not isinstance(hyper, WMMSBHyper):
+        raise ValueError("hyper must come from bnpjax.models.wmmsb.make_hyper")
+    _check_likelihood(likelihood)
+    y_host = concrete_or_none(data.y)
+    if likelihood == "bernoulli" and y_host is not None and np.any(y_host > 1):
+        raise ValueError("data: the bernoulli likelihood needs 0/1 links (binarise y first)")
+
+
+def _resolve_hyper(hyper, rank, likelihood):
+    """``hyper``, or ``make_hyper(rank, likelihood=...)`` when it is None (then ``rank`` is
+    required); a given ``rank`` must agree with ``hyper``."""
+    if hyper is None:
+        if rank is None:
+            raise ValueError("rank (the number of communities) is required when hyper is None")
+        return make_hyper(rank, likelihood=likelihood)
+    if isinstance(hyper, WMMSBHyper) and rank is not None and hyper.alpha.shape[0] != rank:
+        raise ValueError(f"rank={rank!r} disagrees with hyper (rank {hyper.alpha.shape[0]})")
+    return hyper
+
+
+def _check_zeros_held(data, method):
+    """Full-batch methods must see every observed zero (listed, or dense for CVB0)."""
+    num_zeros = concrete_or_none(data.num_zeros)
+    listed = data.zsrc.shape[0] + (concrete_or_none(data.zmask.sum()) or 0.0)
+    if num_zeros is not None and float(num_zeros) > float(listed):
+        raise ValueError(
+            f"data: {method} needs the observed zeros listed (make_network(..., zeros='list'"
+            f"{'' if method == 'collapsed Gibbs' else ' or dense'}))"
+        )
+
+
+def _observed_pairs(data: WMMSBData):
+    """Host arrays (src, dst, y) of every observed training pair: the explicit pairs, the
+    listed zeros and the zeros of a dense mask (padding excluded)."""
+    w, zw = np.asarray(data.w) > 0, np.asarray(data.zw) > 0
+    parts = [
+        (np.asarray(data.src)[w], np.asarray(data.dst)[w], np.asarray(data.y)[w]),
+        (np.asarray(data.zsrc)[zw], np.asarray(data.zdst)[zw], np.zeros(int(zw.sum()))),
+    ]
+    if data.zmask.shape[0]:
+        i, j = np.nonzero(np.asarray(data.zmask) > 0)
+        parts.append((i, j, np.zeros(i.shape[0])))
+    src, dst, y = (np.concatenate(a) for a in zip(*parts, strict=True))
+    return src.astype(np.int32), dst.astype(np.int32), y
+
+
+def _observed_spec(data: WMMSBData):
+    """``(observed_data, coords)`` of an ArvizSpec for the observed pairs (variable ``y`` on
+    the ``obs`` dim, labelled ``"i-j"``)."""
+    src, dst, y = _observed_pairs(data)
+    labels = [f"{i}-{j}" for i, j in zip(src.tolist(), dst.tolist(), strict=True)]
+    return {"y": y}, {"obs": labels}

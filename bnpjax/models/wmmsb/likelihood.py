@@ -1,0 +1,157 @@
+r"""The count likelihood of the WMMSB shared by every algorithm: the predictive of one pair
+given block counts, the membership factors, and the Beta-Gamma update.
+
+With :math:`\phi_{kk'}` integrated out, the predictive of a count :math:`y` in block
+:math:`(k, k')` given the block's summed counts :math:`N^Y` and number of pairs
+:math:`N^\Phi` is :math:`\mathrm{NB}(y; N^Y + r, p / (p N^\Phi + 1))` (Gamma-Poisson, "nb"
+and "bg") or :math:`\mathrm{Bernoulli}((N^Y + a) / (N^\Phi + a + b))` ("bernoulli").
+
+References
+----------
+Dulac, A. (2020). *Contributions to stochastic blockmodels for weighted networks*, PhD
+thesis, Université Grenoble Alpes, appendix "WMMSB inference derivations".
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import gammaln
+
+from bnpjax.infer.base import ArvizSpec, bind
+from bnpjax.models.wmmsb.data import _observed_pairs, _observed_spec
+
+__all__: list[str] = []
+
+
+def _log_pred(y, NY, NP, hyp_r, hyp_p, likelihood):
+    r"""Log predictive of count ``y`` given block counts (broadcasts).
+
+    nb/bg: :math:`\log\mathrm{NB}(y; N^Y + r, q)`, :math:`q = p/(p N^\Phi + 1)`;
+    bernoulli: :math:`\log` Bernoulli(:math:`(N^Y + a)/(N^\Phi + a + b)`).
+    """
+    if likelihood == "bernoulli":
+        prob = (NY + hyp_r) / (NP + hyp_r + hyp_p)
+        return jnp.where(y > 0, jnp.log(prob), jnp.log1p(-prob))
+    a = NY + hyp_r
+    q = hyp_p / (hyp_p * NP + 1.0)
+    return gammaln(y + a) - gammaln(a) - gammaln(y + 1.0) + a * jnp.log1p(-q) + y * jnp.log(q)
+
+
+def _log_pred_zero(NY, NP, hyp_r, hyp_p, likelihood):
+    """:func:`_log_pred` at ``y = 0`` without the Gamma functions."""
+    if likelihood == "bernoulli":
+        return jnp.log1p(-(NY + hyp_r) / (NP + hyp_r + hyp_p))
+    return (NY + hyp_r) * jnp.log1p(-hyp_p / (hyp_p * NP + 1.0))
+
+
+def _log_theta(n_node, alpha):
+    """Log of the posterior mean memberships :math:`(N_i + \\alpha) / \\sum_k (N_{ik} +
+    \\alpha_k)`."""
+    a = n_node + alpha
+    return jnp.log(a) - jnp.log(a.sum(-1, keepdims=True))
+
+
+def _log_mixture_pred(log_theta, i, j, y, n_y, n_phi, r, p, likelihood):
+    r""":math:`\log \sum_{kk'} \hat\theta_{ik} \hat\theta_{jk'} \mathrm{pred}(y_{ij} \mid
+    N^Y_{kk'}, N^\Phi_{kk'})` for pairs ``(i, j, y)``."""
+    lpred = _log_pred(y[:, None, None], n_y, n_phi, r, p, likelihood)
+    joint = log_theta[i][:, :, None] + log_theta[j][:, None, :] + lpred
+    return jax.nn.logsumexp(joint, axis=(1, 2))
+
+
+def _bg_update(n_y, n_phi, p_old, hyper):
+    """The Beta-Gamma closed forms: :math:`E_q[r]` then the mean of :math:`q(p)`."""
+    er = (hyper.r0 * hyper.c0 + n_y) / (hyper.c0 - n_phi * jnp.log1p(-p_old))
+    a = hyper.c * hyper.eps + n_y
+    b = hyper.c * (1 - hyper.eps) + n_phi * er
+    return er, a / (a + b)
+
+
+def _sample_posterior(key, n_node, n_y, n_phi, r, p, hyper, num_draws, likelihood):
+    r"""Draws of the memberships and block parameters given expected counts:
+    :math:`\theta_i \sim \mathrm{Dirichlet}(N_i + \alpha)` and, per block,
+    :math:`\phi_{kk'} \sim \mathrm{Gamma}(r + N^Y_{kk'}, \text{scale } s / (N^\Phi_{kk'} s + 1))`,
+    :math:`s = p/(1-p)` (nb, bg) or :math:`\mathrm{Beta}(a + N^Y, b + N^\Phi - N^Y)`
+    (bernoulli), all independent."""
+    k1, k2 = jax.random.split(key)
+    N, K = n_node.shape
+    theta = jax.random.dirichlet(k1, n_node + hyper.alpha, (num_draws, N))
+    if likelihood == "bernoulli":
+        a = n_y + hyper.r
+        b = jnp.maximum(n_phi - n_y, 0.0) + hyper.p
+        phi = jax.random.beta(k2, a, b, (num_draws, K, K))
+    else:
+        scale = p / (1 - p)
+        shape = r + n_y
+        phi = jax.random.gamma(k2, shape, (num_draws, K, K)) * scale / (n_phi * scale + 1)
+    return {"theta": theta, "phi": phi}
+
+
+def _mean_log_pred(pairs, n_node, n_y, n_phi, r, p, hyper, likelihood):
+    """Weighted mean over ``pairs = (src, dst, y, w)`` of :func:`_log_mixture_pred` with
+    :math:`\\hat\\theta_i \\propto N_i + \\alpha` (the validation log-likelihood)."""
+    i, j, y, w = pairs
+    lt = _log_theta(n_node, hyper.alpha)
+    ll = _log_mixture_pred(lt, i, j, y, n_y, n_phi, r, p, likelihood)
+    return jnp.sum(w * ll) / jnp.maximum(jnp.sum(w), 1.0)
+
+
+def _log_lik_sampled(theta, phi, src, dst, y, likelihood):
+    r"""Log density of pairs ``(src, dst, y)`` given one draw of the memberships and blocks:
+    :math:`\log \sum_{kk'} \theta_{ik} \theta_{jk'} p(y_{ij} \mid \phi_{kk'})` with a
+    Poisson (nb, bg) or Bernoulli (bernoulli) :math:`p`."""
+    yy = y[:, None, None]
+    if likelihood == "bernoulli":
+        lp = jnp.where(yy > 0, jnp.log(phi), jnp.log1p(-phi))
+    else:
+        lp = yy * jnp.log(phi) - phi - gammaln(yy + 1.0)
+    joint = jnp.log(theta[src])[:, :, None] + jnp.log(theta[dst])[:, None, :] + lp
+    return jax.nn.logsumexp(joint, axis=(1, 2))
+
+
+#: Variational fits store pointwise log-likelihoods by default up to this many observed pairs.
+MAX_POINTWISE_PAIRS = 20_000
+
+
+def _variational_trace(hyper, pairs, key, state, num_draws, *, likelihood):
+    """``sample`` of CVB0 and SCVB0: draws of :func:`_sample_posterior` from the state's
+    expected counts and, when ``pairs = (src, dst, y)`` of the observed pairs is given, their
+    pointwise log-likelihood under every draw."""
+    post = _sample_posterior(
+        key, state.n_node, state.n_y, state.n_phi, state.r, state.p, hyper, num_draws, likelihood
+    )
+    out = {"posterior": post}
+    if pairs is not None:
+        src, dst, y = pairs
+
+        def one(draw):
+            return _log_lik_sampled(draw[0], draw[1], src, dst, y, likelihood)
+
+        out["log_likelihood"] = {"y": jax.lax.map(one, (post["theta"], post["phi"]))}
+    return out
+
+
+def _variational_output(data, hyper, likelihood, log_likelihood, name, settings):
+    """The ``sample`` function and ArvizSpec of a variational WMMSB fit; ``log_likelihood``
+    None means on up to :data:`MAX_POINTWISE_PAIRS` observed pairs."""
+    observed, coords, pairs = {}, {}, None
+    src, dst, y = _observed_pairs(data)
+    if log_likelihood is None:
+        log_likelihood = src.shape[0] <= MAX_POINTWISE_PAIRS
+    if log_likelihood:
+        observed, coords = _observed_spec(data)
+        pairs = (jnp.asarray(src), jnp.asarray(dst), jnp.asarray(y, data.y.dtype))
+    sample = bind(_variational_trace, hyper, pairs, likelihood=likelihood)
+    spec = ArvizSpec(
+        name=name,
+        dims={
+            "theta": ["node", "community"],
+            "phi": ["community", "community_to"],
+            "y": ["obs"],
+        },
+        coords=coords,
+        observed_data=observed,
+        settings=settings,
+    )
+    return sample, spec

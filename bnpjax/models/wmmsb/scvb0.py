@@ -1,0 +1,494 @@
+r"""Stochastic CVB0 for the WMMSB / MMSB, for networks too large to list their zero pairs.
+
+A step draws ``batch`` nodes without replacement; for each, its observed links and ``draws``
+random partners (kept when the pair is an observed zero), reweighted so that every statistic
+is unbiased. Block statistics move as :math:`N \leftarrow (1-\rho_t) N + \rho_t \hat N` with
+:math:`\rho_t = (\tau + t)^{-\kappa}`; the drawn nodes' rows move the same way with their own
+counters. Every ``eval_every`` steps the validation log-likelihood is computed and the run
+stops (later steps are no-ops) when it has not improved by ``tol`` (relative) for
+``patience`` evaluations. Memory is independent of :math:`N^2`.
+
+Stochastic CVB0 is an optimiser: :func:`scvb0` returns a
+:class:`bnpjax.infer.VariationalAlgorithm` run by :func:`bnpjax.fit`.
+
+References
+----------
+Foulds, J., Boyles, L., DuBois, C., Smyth, P. and Welling, M. (2013). Stochastic collapsed
+variational Bayesian inference for latent Dirichlet allocation. *KDD*.
+
+Dulac, A. (2020). *Contributions to stochastic blockmodels for weighted networks*, PhD
+thesis, Université Grenoble Alpes (stochastic CVB0 for the WMMSB; the CVB0 update ``eq1``
+and the Beta-Gamma updates ``eq:update2`` of the appendix "WMMSB inference derivations").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from bnpjax.infer.base import bind
+from bnpjax.infer.checks import check_integer, renamed_arguments
+from bnpjax.infer.variational import VariationalAlgorithm
+from bnpjax.models.wmmsb.data import (
+    WMMSBData,
+    WMMSBHyper,
+    _check_common,
+    _check_counts,
+    _check_node_ids,
+    _int_array,
+    _num_nodes,
+    _resolve_hyper,
+    hash_uniform,
+)
+from bnpjax.models.wmmsb.likelihood import (
+    _bg_update,
+    _log_pred,
+    _mean_log_pred,
+    _variational_output,
+)
+
+__all__ = ["SCVB0Info", "SCVB0State", "build_step", "init", "scvb0"]
+
+
+class SCVB0State(NamedTuple):
+    r"""State of :func:`scvb0`: running estimates of the CVB0 statistics and the plateau stop.
+
+    ``n_node``: :math:`N_{ik}` (``(N, K)``); ``visits``: how many times each node's row was
+    updated (``(N,)``, the node step-size counter); ``n_y``, ``n_phi``: :math:`N^Y_{kk'}`,
+    :math:`N^\Phi_{kk'}` (``(K, K)``); ``r``, ``p``: NB parameters per block (fixed, or
+    :math:`E_q[r]`, :math:`E_q[p]` for bg); ``t``: global step counter; ``best``: best
+    validation log-likelihood so far; ``stall``: evaluations without improvement by ``tol``;
+    ``done``: plateau reached (later steps are no-ops); ``valid``: the last validation
+    log-likelihood (``-inf`` before the first evaluation).
+    """
+
+    n_node: jax.Array  # (N, K)
+    visits: jax.Array  # (N,) times each node's row was updated
+    n_y: jax.Array
+    n_phi: jax.Array
+    r: jax.Array
+    p: jax.Array
+    t: jax.Array  # global step counter
+    best: jax.Array  # best validation log-likelihood so far
+    stall: jax.Array  # evaluations without improvement
+    done: jax.Array  # plateau reached: later steps are no-ops
+    valid: jax.Array  # last validation log-likelihood
+
+
+class SCVB0Info(NamedTuple):
+    """Per-step diagnostics of :func:`scvb0`: ``valid_loglik``, the last validation mean log
+    predictive; ``rho``, the global step size used (0 once done); ``done``, the plateau flag.
+    """
+
+    valid_loglik: jax.Array
+    rho: jax.Array
+    done: jax.Array
+
+
+def _gamma_batch(n_node, stats, hyper, i, j, y, likelihood):
+    """gamma for a batch of pairs from inclusive statistics (no self-exclusion)."""
+    n_y, n_phi, hr, hp = stats
+    logits = (
+        jnp.log(n_node[i] + hyper.alpha)[..., :, None]
+        + jnp.log(n_node[j] + hyper.alpha)[..., None, :]
+        + _log_pred(y[..., None, None], n_y, n_phi, hr, hp, likelihood)
+    )
+    shape = logits.shape
+    return jax.nn.softmax(logits.reshape((*shape[:-2], -1)), -1).reshape(shape)
+
+
+def _step(
+    data,
+    hyper,
+    valid,
+    key,
+    state,
+    *,
+    likelihood,
+    batch,
+    draws,
+    max_degree,
+    schedule,
+    kappa_node,
+    eval_every,
+    patience,
+    tol,
+):
+    N = _num_nodes(data)
+    dtype = data.y.dtype
+    k_nodes, k_partner, k_dir, k_links = jax.random.split(key, 4)
+
+    def update(state):
+        nodes = jax.random.choice(k_nodes, N, (batch,), replace=False)
+        # the explicit pairs (links) of each node: all of them when the node has at most
+        # max_degree, else max_degree drawn uniformly with replacement, weight degree/max_degree
+        start = data.adj_ptr[nodes]
+        deg = data.adj_ptr[nodes + 1] - start
+        slot = jnp.arange(max_degree)
+        big = deg > max_degree
+        drawn = jnp.floor(
+            jax.random.uniform(k_links, (batch, max_degree), dtype) * deg[:, None]
+        ).astype(jnp.int32)
+        offset = jnp.where(big[:, None], jnp.minimum(drawn, deg[:, None] - 1), slot[None, :])
+        valid_slot = big[:, None] | (slot[None, :] < deg[:, None])
+        pid = data.adj[jnp.clip(start[:, None] + offset, 0, data.adj.shape[0] - 1)]
+        li, lj, ly = data.src[pid], data.dst[pid], data.y[pid]
+        factor = jnp.where(big, deg / max_degree, 1.0).astype(dtype)[:, None]
+        lw = jnp.where(valid_slot, data.w[pid] * factor, 0.0).astype(dtype)
+        # draws of zero partners
+        other = jax.random.randint(k_partner, (batch, draws), 0, N - 1)
+        other = other + (other >= nodes[:, None])
+        out = jax.random.bernoulli(k_dir, 0.5, (batch, draws)) | ~data.directed
+        me = jnp.broadcast_to(nodes[:, None], other.shape)
+        zi = jnp.where(out, me, other)
+        zj = jnp.where(out, other, me)
+        zi, zj = (
+            jnp.where(data.directed, zi, jnp.minimum(zi, zj)),
+            jnp.where(data.directed, zj, jnp.maximum(me, other)),
+        )
+        key_ = zi * N + zj
+        pos = jnp.clip(jnp.searchsorted(data.special, key_), 0, data.special.shape[0] - 1)
+        is_special = (data.special.shape[0] > 0) & (data.special[pos] == key_)
+        zobs = (~is_special) & (hash_uniform(key_, data.hash_seed) < data.keep)
+        zobs = zobs.astype(dtype)
+        stats = (state.n_y, state.n_phi, state.r, state.p)
+        gl = _gamma_batch(state.n_node, stats, hyper, li, lj, ly, likelihood)
+        gz = _gamma_batch(state.n_node, stats, hyper, zi, zj, jnp.zeros_like(zobs), likelihood)
+        pairs_n = jnp.where(data.directed, N * (N - 1.0), N * (N - 1.0) / 2)
+        wz_global = pairs_n / (batch * draws) * zobs
+        wl_global = N / (2.0 * batch) * lw
+        n_y_hat = jnp.einsum("bd,bd,bdkl->kl", wl_global, ly, gl)
+        n_phi_hat = jnp.einsum("bd,bdkl->kl", wl_global, gl) + jnp.einsum(
+            "bd,bdkl->kl", wz_global, gz
+        )
+        rho = jnp.asarray(schedule(state.t), dtype)
+        n_y = (1 - rho) * state.n_y + rho * n_y_hat
+        n_phi = (1 - rho) * state.n_phi + rho * n_phi_hat
+        # node rows: the node's own role in each of its pairs
+        l_role = jnp.where((li == nodes[:, None])[..., None], gl.sum(-1), gl.sum(-2))
+        z_role = jnp.where((zi == nodes[:, None])[..., None], gz.sum(-1), gz.sum(-2))
+        scale = jnp.where(data.directed, 2.0 * (N - 1), N - 1.0) / draws
+        row_hat = jnp.einsum("bd,bdk->bk", lw, l_role) + scale * jnp.einsum(
+            "bd,bdk->bk", zobs, z_role
+        )
+        rho_n = (1.0 + state.visits[nodes]) ** (-kappa_node)
+        rows = (1 - rho_n[:, None]) * state.n_node[nodes] + rho_n[:, None] * row_hat
+        n_node = state.n_node.at[nodes].set(rows.astype(dtype))
+        r, p = state.r, state.p
+        if likelihood == "bg":
+            r, p = _bg_update(n_y, n_phi, p, hyper)
+        state = state._replace(
+            n_node=n_node,
+            visits=state.visits.at[nodes].add(1),
+            n_y=n_y,
+            n_phi=n_phi,
+            r=r,
+            p=p,
+            t=state.t + 1,
+        )
+        evaluate = (state.t % eval_every) == 0
+        ll = lax.cond(
+            evaluate,
+            lambda s: _mean_log_pred(valid, s.n_node, s.n_y, s.n_phi, s.r, s.p, hyper, likelihood),
+            lambda s: s.valid,
+            state,
+        )
+        improved = ~jnp.isfinite(state.best) | (ll > state.best + tol * jnp.abs(state.best))
+        stall = jnp.where(evaluate, jnp.where(improved, 0, state.stall + 1), state.stall)
+        best = jnp.where(evaluate & improved, ll, state.best)
+        done = stall >= patience
+        return state._replace(best=best, stall=stall, done=done, valid=ll), rho
+
+    new, rho = lax.cond(state.done, lambda s: (s, jnp.zeros((), dtype)), update, state)
+    return new, SCVB0Info(new.valid, rho, new.done)
+
+
+def _init(data, hyper, valid, key, *, likelihood):
+    N, K = _num_nodes(data), hyper.alpha.shape[0]
+    dtype = data.y.dtype
+    k1, k2 = jax.random.split(key)
+    total_pairs = jnp.sum(data.w) + data.num_zeros
+    per_node = 2 * total_pairs / N
+    n_node = jax.random.dirichlet(k1, jnp.ones(K, dtype), (N,)) * per_node
+    mix = jax.random.dirichlet(k2, jnp.ones(K * K, dtype)).reshape(K, K)
+    n_phi = mix * total_pairs
+    n_y = mix * jnp.sum(data.w * data.y)
+    r = jnp.full((K, K), hyper.r, dtype)
+    p = jnp.full((K, K), hyper.p, dtype)
+    if likelihood == "bg":
+        r, p = _bg_update(n_y, n_phi, jnp.full((K, K), hyper.eps, dtype), hyper)
+    minus_inf = jnp.asarray(-jnp.inf, dtype)
+    return SCVB0State(
+        n_node.astype(dtype),
+        jnp.zeros(N, dtype),
+        n_y,
+        n_phi,
+        r,
+        p,
+        jnp.zeros((), jnp.int32),
+        minus_inf,
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((), bool),
+        minus_inf,
+    )
+
+
+class _Schedule:
+    """:math:`\\rho_t = (\\tau + t)^{-\\kappa}`, an optax ``Schedule`` (a callable of the step
+    count); hashable so that the same (tau, kappa) hits the driver's compile cache."""
+
+    def __init__(self, tau, kappa):
+        self.tau, self.kappa = float(tau), float(kappa)
+
+    def __call__(self, count):
+        return (self.tau + count) ** (-self.kappa)
+
+    def __eq__(self, other):
+        return isinstance(other, _Schedule) and (self.tau, self.kappa) == (other.tau, other.kappa)
+
+    def __hash__(self):
+        return hash((self.tau, self.kappa))
+
+
+def _check_valid(valid, num_nodes, likelihood):
+    """Validation pairs ``(src, dst, y)`` for :func:`scvb0` as host arrays, or ValueError."""
+    try:
+        parts = tuple(valid)
+    except TypeError:
+        parts = ()
+    if len(parts) != 3:
+        raise ValueError("valid must be a tuple (src, dst, y) of validation pairs")
+    vs = _int_array("valid src", parts[0])
+    vd = _int_array("valid dst", parts[1], vs.shape[0])
+    vy = _int_array("valid y", parts[2], vs.shape[0])
+    if vs.shape[0] == 0:
+        raise ValueError("valid must hold at least one pair")
+    for name, ids in (("valid src", vs), ("valid dst", vd)):
+        _check_node_ids(name, ids, num_nodes)
+    if np.any(vs == vd):
+        raise ValueError("valid src/dst: self-loops are excluded from the model")
+    _check_counts("valid y", vy, likelihood)
+    return vs, vd, vy
+
+
+def _valid_pairs(valid, num_nodes, likelihood, dtype):
+    """Device arrays ``(src, dst, y, w)`` of the validation pairs (one dummy pair of weight
+    0 when ``valid`` is None)."""
+    if valid is None:
+        return (
+            jnp.zeros(1, jnp.int32),
+            jnp.ones(1, jnp.int32),
+            jnp.zeros(1, dtype),
+            jnp.zeros(1, dtype),
+        )
+    vs, vd, vy = _check_valid(valid, num_nodes, likelihood)
+    return (
+        jnp.asarray(vs, jnp.int32),
+        jnp.asarray(vd, jnp.int32),
+        jnp.asarray(vy, dtype),
+        jnp.ones(vs.shape[0], dtype),
+    )
+
+
+def init(key, data: WMMSBData, hyper: WMMSBHyper, *, likelihood: str = "bg", **settings):
+    """Initial state: random Dirichlet(1) node rows and block mixture scaled to the number of
+    observed pairs.
+
+    Parameters
+    ----------
+    key : jax.random.key
+    data : WMMSBData
+    hyper : WMMSBHyper
+    likelihood : {"nb", "bg", "bernoulli"}
+    **settings
+        Other factory settings (unused here).
+
+    Returns
+    -------
+    SCVB0State
+    """
+    del settings
+    return _init(data, hyper, None, key, likelihood=likelihood)
+
+
+def build_step(
+    *,
+    likelihood: str = "bg",
+    valid=None,
+    num_nodes: int | None = None,
+    batch: int = 32,
+    draws: int = 64,
+    max_degree: int = 128,
+    schedule: Callable | None = None,
+    tau: float = 1024.0,
+    kappa: float = 0.5,
+    kappa_node: float = 0.5,
+    eval_every: int = 100,
+    patience: int = 3,
+    tol: float = 1e-4,
+):
+    """The stochastic CVB0 update ``step(key, state, data, hyper) -> (state, info)``.
+
+    Parameters are those of :func:`scvb0` (``max_degree``: the most links read per node and
+    step); ``valid`` needs ``num_nodes`` to be checked.
+
+    Returns
+    -------
+    callable
+    """
+    schedule = _Schedule(tau, kappa) if schedule is None else schedule
+    if valid is None:
+        patience = 2**30
+
+    def step(key, state, data, hyper):
+        vpairs = _valid_pairs(valid, num_nodes or _num_nodes(data), likelihood, data.y.dtype)
+        return _step(
+            data,
+            hyper,
+            vpairs,
+            key,
+            state,
+            likelihood=likelihood,
+            batch=batch,
+            draws=draws,
+            max_degree=max_degree,
+            schedule=schedule,
+            kappa_node=kappa_node,
+            eval_every=eval_every,
+            patience=patience,
+            tol=tol,
+        )
+
+    return step
+
+
+def _check_real(name, value, low, high, what):
+    ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+    if not ok or not (np.isfinite(value) and low <= value <= high):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+
+
+@renamed_arguments(K="rank")
+def scvb0(
+    data: WMMSBData,
+    hyper: WMMSBHyper | None = None,
+    *,
+    rank: int | None = None,
+    likelihood: str = "bg",
+    valid=None,
+    batch: int = 32,
+    draws: int = 64,
+    links_per_node: int = 128,
+    tau: float = 1024.0,
+    kappa: float = 0.5,
+    schedule: Callable | None = None,
+    kappa_node: float = 0.5,
+    eval_every: int = 100,
+    patience: int = 3,
+    tol: float = 1e-4,
+    pointwise_log_likelihood: bool | None = None,
+) -> VariationalAlgorithm:
+    r"""Stochastic CVB0 as a variational algorithm.
+
+    ``sample`` draws from the same approximation as :func:`bnpjax.models.wmmsb.cvb0`:
+    :math:`\theta_i \sim \mathrm{Dirichlet}(N_i + \alpha)` and independent block
+    parameters given the running expected counts :math:`N^Y, N^\Phi` (Gamma for nb and bg
+    with :math:`E_q[r], E_q[p]`, Beta for bernoulli).
+
+    Parameters
+    ----------
+    data : WMMSBData
+        Usually ``make_network(..., zeros="none")``: the zeros are drawn on the fly.
+    hyper : WMMSBHyper, optional
+        Default ``make_hyper(rank, likelihood=likelihood)``.
+    rank : int, optional
+        Number of communities (required when ``hyper`` is None).
+    likelihood : {"bg", "nb", "bernoulli"}
+    valid : tuple (src, dst, y), optional
+        Validation pairs for the plateau stop; without them the run never stops early.
+    batch : int
+        Nodes per step (at most the number of nodes).
+    draws : int
+        Zero-partner draws per node.
+    links_per_node : int
+        At most this many of a node's links per step (a uniform draw, reweighted).
+    tau, kappa : float
+        Default schedule :math:`\rho_t = (\tau + t)^{-\kappa}`: ``tau >= 1`` and
+        ``kappa`` in ``[0.5, 1]`` (Robbins-Monro).
+    schedule : callable, optional
+        An optax schedule of the step count, replacing ``tau`` and ``kappa``.
+    kappa_node : float
+        In ``[0, 1]``: node rows move with step :math:`(1 + t_i)^{-\kappa_{node}}` (0:
+        each visited row is replaced by its estimate).
+    eval_every, patience : int
+        Evaluate the validation log-likelihood every ``eval_every`` steps; stop after
+        ``patience`` evaluations without a relative improvement of ``tol >= 0``.
+    tol : float
+    pointwise_log_likelihood : bool, optional
+        Store the pointwise log-likelihood of the observed pairs under every draw (default:
+        on up to 20000 observed pairs; the zeros of ``zeros="none"`` data are not listed, so
+        only the explicit pairs are).
+
+    Returns
+    -------
+    VariationalAlgorithm
+        ``info``: ``valid_loglik``, ``rho`` (0 once done), ``done``.
+
+    References
+    ----------
+    Foulds et al. (2013); Dulac (2020).
+    """
+    hyper = _resolve_hyper(hyper, rank, likelihood)
+    _check_common(data, hyper, likelihood)
+    N = _num_nodes(data)
+    for name, value in (
+        ("batch", batch),
+        ("draws", draws),
+        ("eval_every", eval_every),
+        ("patience", patience),
+        ("links_per_node", links_per_node),
+    ):
+        check_integer(value, name, 1)
+    if batch > N:
+        raise ValueError(f"batch must be at most the number of nodes {N}, got {batch}")
+    _check_real("tau", tau, 1.0, np.inf, "a number >= 1 (rho_0 = tau**-kappa must be at most 1)")
+    _check_real("kappa", kappa, 0.5, 1.0, "in [0.5, 1] (Robbins-Monro step-size exponent)")
+    _check_real("kappa_node", kappa_node, 0.0, 1.0, "in [0, 1] (node step-size exponent)")
+    _check_real("tol", tol, 0.0, np.inf, "a finite number >= 0")
+    if schedule is not None and not callable(schedule):
+        raise ValueError(f"schedule must be callable (an optax schedule), got {schedule!r}")
+    vpairs = _valid_pairs(valid, N, likelihood, data.y.dtype)
+    if valid is None:
+        patience = 2**30
+    max_degree = max(1, min(links_per_node, int(np.max(np.diff(np.asarray(data.adj_ptr))))))
+    schedule = _Schedule(tau, kappa) if schedule is None else schedule
+    static = dict(
+        likelihood=likelihood,
+        batch=int(batch),
+        draws=int(draws),
+        max_degree=max_degree,
+        schedule=schedule,
+        kappa_node=float(kappa_node),
+        eval_every=int(eval_every),
+        patience=int(patience),
+        tol=float(tol),
+    )
+    sample, spec = _variational_output(
+        data,
+        hyper,
+        likelihood,
+        pointwise_log_likelihood,
+        f"wmmsb.scvb0.{likelihood}",
+        {k: v for k, v in static.items() if k != "schedule"},
+    )
+    return VariationalAlgorithm(
+        init=bind(_init, data, hyper, vpairs, likelihood=likelihood),
+        step=bind(_step, data, hyper, vpairs, **static),
+        sample=sample,
+        spec=spec,
+    )
