@@ -17,11 +17,13 @@ DATA_ALIASES = ()
 
 
 def _cvb0(network, args, heldout=None):
-    """CVB0 fit of a :class:`bnpjax.datasets.Network`; returns (stats, hyper, Dataset)."""
+    """CVB0 fit of a :class:`bnpjax.datasets.Network`; returns (final state, hyper, Dataset)
+    with the posterior mean memberships, block rates and the training log-likelihood per
+    pass."""
     import jax
     import xarray as xr
 
-    from bnpjax.infer import run
+    from bnpjax.infer import fit_run
     from bnpjax.models import wmmsb
 
     weight = network.weight if args.likelihood != "bernoulli" else np.ones_like(network.weight)
@@ -36,19 +38,24 @@ def _cvb0(network, args, heldout=None):
         zeros="dense",
     )
     hyper = wmmsb.make_hyper(args.K, likelihood=args.likelihood)
-    algorithm = wmmsb.cvb0(data, hyper, likelihood=args.likelihood, store_gamma=False)
-    result = run(
-        algorithm, jax.random.key(args.seed), args.num_samples, progress_bar=not args.no_progress
+    algorithm = wmmsb.cvb0(
+        data, hyper, likelihood=args.likelihood, store_gamma=False, pointwise_log_likelihood=False
     )
-    st = jax.tree_util.tree_map(lambda x: np.asarray(x[0]), result.final_state)
-    stats = (st.n_node, st.n_y, st.n_phi, st.r, st.p)
-    theta = np.asarray(wmmsb.memberships(st.n_node, hyper))
+    result = fit_run(
+        algorithm,
+        jax.random.key(args.seed),
+        args.num_samples,
+        num_draws=1,
+        progress_bar=not args.no_progress,
+    )
+    st = jax.device_get(result.state)
+    theta = np.asarray(wmmsb.membership_means(st.n_node, hyper))
     block = np.asarray(wmmsb.block_means(st.n_y, st.n_phi, st.r, st.p, args.likelihood))
     ds = xr.Dataset(
         {
             "theta": (("node", "class"), theta),
             "block_rate": (("class", "class_to"), block),
-            "loglik": (("iteration",), result.trace["sample_stats"]["loglik"][0]),
+            "loglik": (("iteration",), result.history["loglik"]),
         },
         coords={"node": list(network.labels)},
         attrs={
@@ -57,7 +64,7 @@ def _cvb0(network, args, heldout=None):
             "directed": int(network.directed),
         },
     )
-    return stats, hyper, ds
+    return st, hyper, ds
 
 
 def demo(args) -> int:
@@ -76,8 +83,8 @@ def demo(args) -> int:
     print(f"data: {N} nodes, {int((Y > 0).sum())} weighted links, 10% of the pairs held out")
     args.K, args.likelihood = K, "bg"
     ti, tj = np.nonzero(test)
-    stats, hyper, ds = _cvb0(net, args, heldout=np.stack([ti, tj], 1))
-    score = wmmsb.link_probability(ti, tj, *stats, hyper, "bg")
+    state, hyper, ds = _cvb0(net, args, heldout=np.stack([ti, tj], 1))
+    score = wmmsb.expected_link_probability(state, hyper, ti, tj, likelihood="bg")
     print(f"held-out AUC-ROC: {roc_auc(Y[ti, tj] > 0, np.asarray(score)):.3f}")
     out = Path(args.out_dir)
     nc = write_idata(ds, out / "bnpjax_demo_wmmsb.nc")
@@ -88,7 +95,7 @@ def demo(args) -> int:
 
 
 def add_fit_arguments(parser) -> None:
-    parser.add_argument("--K", type=int, default=10, help="number of classes")
+    parser.add_argument("--K", "--rank", type=int, default=10, help="number of classes")
     parser.add_argument("--likelihood", choices=["bg", "nb", "bernoulli"], default="bg")
     parser.add_argument("--directed", action="store_true", help="edges are directed")
 
