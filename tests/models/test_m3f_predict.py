@@ -119,30 +119,6 @@ def test_bad_input_is_rejected_naming_the_argument():
         m3f.fit_map(data, item_factors=np.ones(3))
 
 
-def test_cli_demo_and_fit(tmp_path, capsys):
-    from bnpjax.cli import main
-
-    short = ["--num-samples", "10", "--num-warmup", "5", "--num-chains", "1", "--no-progress"]
-    assert main(["demo", "m3f", "--out-dir", str(tmp_path), *short]) == 0
-    assert "test NMAE" in capsys.readouterr().out
-    assert (tmp_path / "bnpjax_demo_m3f.nc").stat().st_size > 0
-    assert (tmp_path / "bnpjax_demo_m3f_trace.png").stat().st_size > 0
-    u, v, y = _pairs()
-    rows = ["user,item,rating"] + [f"{a},{b},{c}" for a, b, c in zip(u, v, y, strict=True)]
-    (tmp_path / "r.csv").write_text("\n".join(rows) + "\n")
-    (tmp_path / "t.csv").write_text("user,item,rating\n0,2,2\n1,0,1\n")
-    out = tmp_path / "fit.nc"
-    args = ["fit", "m3f", "--data", str(tmp_path / "r.csv"), "--test", str(tmp_path / "t.csv")]
-    assert main([*args, "--out", str(out), "--rank", "2", "--margin", "1", *short]) == 0
-    assert "test NMAE" in capsys.readouterr().out and out.stat().st_size > 0
-    ipm3f = ["--sampler", "ipm3f", "--feature-step", "parallel", "--margin", "1"]
-    assert main([*args, *ipm3f, *short]) == 0
-    assert "test NMAE" in capsys.readouterr().out
-    (tmp_path / "bad.csv").write_text("user,item,rating\n0,0,2.5\n1,1,1\n")
-    assert main(["fit", "m3f", "--data", str(tmp_path / "bad.csv"), *short]) == 2
-    assert "ratings must hold integers" in capsys.readouterr().err
-
-
 def test_log_likelihood_group_matches_predict_and_sums_over_levels():
     """The kernels trace the training ratings' pointwise log-likelihood (the hinge
     pseudo-likelihood normalized over the L levels); predict.log_likelihood recomputes it from
