@@ -17,13 +17,15 @@ DATA_ALIASES = ()
 
 
 def _cvb0(network, args, heldout=None):
-    """CVB0 fit of a :class:`bnpjax.datasets.Network`; returns (final state, hyper, Dataset)
-    with the posterior mean memberships, block rates and the training log-likelihood per
-    pass."""
-    import jax
-    import xarray as xr
+    """CVB0 fit of a :class:`bnpjax.datasets.Network` through :func:`bnpjax.infer.fit_run`.
 
-    from bnpjax.infer import fit_run
+    Returns the final state, the hyperparameters, the fit's InferenceData (draws of the
+    memberships and block rates from the variational posterior, node labels as coords, the
+    last pass's training log-likelihood in ``attrs``), the posterior mean memberships and
+    block rates, and the training log-likelihood per pass."""
+    import jax
+
+    from bnpjax.infer.variational import fit_run, fit_to_inference_data
     from bnpjax.models import wmmsb
 
     weight = network.weight if args.likelihood != "bernoulli" else np.ones_like(network.weight)
@@ -45,26 +47,15 @@ def _cvb0(network, args, heldout=None):
         algorithm,
         jax.random.key(args.seed),
         args.num_samples,
-        num_draws=1,
+        num_draws=100,
         progress_bar=not args.no_progress,
     )
+    idata = fit_to_inference_data(result)
+    idata.posterior = idata.posterior.assign_coords(node=list(network.labels))
     st = jax.device_get(result.state)
     theta = np.asarray(wmmsb.membership_means(st.n_node, hyper))
     block = np.asarray(wmmsb.block_means(st.n_y, st.n_phi, st.r, st.p, args.likelihood))
-    ds = xr.Dataset(
-        {
-            "theta": (("node", "class"), theta),
-            "block_rate": (("class", "class_to"), block),
-            "loglik": (("iteration",), result.history["loglik"]),
-        },
-        coords={"node": list(network.labels)},
-        attrs={
-            "model": f"wmmsb cvb0 {args.likelihood}",
-            "K": args.K,
-            "directed": int(network.directed),
-        },
-    )
-    return st, hyper, ds
+    return st, hyper, idata, theta, block, result.history["loglik"]
 
 
 def demo(args) -> int:
@@ -83,12 +74,12 @@ def demo(args) -> int:
     print(f"data: {N} nodes, {int((Y > 0).sum())} weighted links, 10% of the pairs held out")
     args.K, args.likelihood = K, "bg"
     ti, tj = np.nonzero(test)
-    state, hyper, ds = _cvb0(net, args, heldout=np.stack([ti, tj], 1))
+    state, hyper, idata, theta, block, _ = _cvb0(net, args, heldout=np.stack([ti, tj], 1))
     score = wmmsb.expected_link_probability(state, hyper, ti, tj, likelihood="bg")
     print(f"held-out AUC-ROC: {roc_auc(Y[ti, tj] > 0, np.asarray(score)):.3f}")
     out = Path(args.out_dir)
-    nc = write_idata(ds, out / "bnpjax_demo_wmmsb.nc")
-    png = save_figure(out / "bnpjax_demo_wmmsb.png", plot_memberships, ds.theta, ds.block_rate)
+    nc = write_idata(idata, out / "bnpjax_demo_wmmsb.nc")
+    png = save_figure(out / "bnpjax_demo_wmmsb.png", plot_memberships, theta, block)
     print(f"total {time.perf_counter() - start:.1f} s")
     print(f"wrote {nc} and {png}")
     return 0
@@ -107,9 +98,9 @@ def fit(args) -> int:
     if args.K < 1:
         raise UsageError("--K must be at least 1")
     network = read_edge_list(args.data, directed=args.directed)
-    _, _, ds = _cvb0(network, args)
-    out = write_idata(ds, args.out)
-    png = save_figure(out.with_suffix(".png"), plot_memberships, ds.theta, ds.block_rate)
-    print(f"final mean training log-likelihood per pair: {float(ds.loglik[-1]):.4f}")
+    _, _, idata, theta, block, loglik = _cvb0(network, args)
+    out = write_idata(idata, args.out)
+    png = save_figure(out.with_suffix(".png"), plot_memberships, theta, block)
+    print(f"final mean training log-likelihood per pair: {float(loglik[-1]):.4f}")
     print(f"wrote {out} and {png} ({network.n_nodes} nodes)")
     return 0
