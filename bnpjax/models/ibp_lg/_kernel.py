@@ -210,3 +210,19 @@ def build_algorithm(step_fn, name: str, data, s: Settings) -> SamplingAlgorithm:
         )
 
     return growable(build, s.capacity, pad_fields({"Z": 1, "A": 0}))
+
+
+def sweep_step(step_fn, *, kappa, sample_alpha, sample_sigma_x, sample_sigma_a):
+    """``step(key, state, data, hyper)`` of one sweep of ``step_fn`` (the ``build_step`` of
+    both samplers: they differ only in how ``Z`` is swept)."""
+    flags = {
+        "sample_alpha": bool(sample_alpha),
+        "sample_sigma_x": bool(sample_sigma_x),
+        "sample_sigma_a": bool(sample_sigma_a),
+    }
+    kappa = check_integer(kappa, "kappa", 1)
+
+    def step(key, state, data, hyper):
+        return step_fn(data, hyper, key, state, kappa=kappa, flags=flags)
+
+    return step

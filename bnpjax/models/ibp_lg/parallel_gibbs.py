@@ -22,8 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from bnpjax.infer.base import SamplingAlgorithm
-from bnpjax.infer.checks import check_integer
-from bnpjax.models.ibp_lg._kernel import FROM_HYPER, build_algorithm, init, resolve
+from bnpjax.models.ibp_lg._kernel import FROM_HYPER, build_algorithm, init, resolve, sweep_step
 from bnpjax.models.ibp_lg.conditionals import finish_sweep, new_feature_log_weights
 from bnpjax.models.ibp_lg.data import IBPLGData, IBPLGHyper
 from bnpjax.ops import sample_categorical
@@ -92,17 +91,13 @@ def build_step(*, kappa: int = 10, sample_alpha=True, sample_sigma_x=True, sampl
     -------
     callable
     """
-    flags = {
-        "sample_alpha": bool(sample_alpha),
-        "sample_sigma_x": bool(sample_sigma_x),
-        "sample_sigma_a": bool(sample_sigma_a),
-    }
-    kappa = check_integer(kappa, "kappa", 1)
-
-    def step(key, state, data, hyper):
-        return _parallel_step(data, hyper, key, state, kappa=kappa, flags=flags)
-
-    return step
+    return sweep_step(
+        _parallel_step,
+        kappa=kappa,
+        sample_alpha=sample_alpha,
+        sample_sigma_x=sample_sigma_x,
+        sample_sigma_a=sample_sigma_a,
+    )
 
 
 def parallel_gibbs(
