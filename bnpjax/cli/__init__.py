@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         return report_error(str(err))
     except (ValueError, OSError) as err:
         return report_error(str(err), prefix="bnpjax: error: ")
+    except FloatingPointError as err:  # a chain turned non-finite: nothing is written
+        report_error(str(err), prefix="bnpjax: failed: ")
+        return 1
     except KeyboardInterrupt:
         print("bnpjax: interrupted", file=sys.stderr)
         return 130

@@ -111,6 +111,14 @@ def fit(args) -> int:
     likelihood = _LIKELIHOODS[args.task]
     y = train[:, j]
     if likelihood == "ordinal":
+        levels = np.unique(y)
+        if levels.size != levels[-1] - levels[0] + 1 or np.any(levels != np.round(levels)):
+            missing = sorted(set(range(int(levels[0]), int(levels[-1]) + 1)) - set(levels))
+            raise UsageError(
+                f"--task ordinal: the target takes the levels {levels.tolist()[:10]}, with gaps "
+                f"(never {missing[:10]}); an ordinal target takes consecutive integers: "
+                "renumber the levels, or use --task regression"
+            )
         y = y - float(y.min())
     data = fm.make_data(design(train), y, likelihood=likelihood)
     test_kw = {} if test is None else _test_arguments(design(test))

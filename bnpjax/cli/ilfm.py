@@ -10,6 +10,7 @@ import numpy as np
 
 from bnpjax.cli.output import UsageError, save_figure, summary, write_idata, write_with_trace
 from bnpjax.cli.parser import sample
+from bnpjax.infer.checks import check_allocation
 
 DEMO_HELP = "latent feature relational model: link prediction on a planted network"
 FIT_HELP = "ILFM link prediction on an edge list or adjacency file"
@@ -81,7 +82,10 @@ def _read_links(args) -> np.ndarray:
     if edges[:, :2].max() >= N:
         raise UsageError(f"--num-entities {N} is smaller than the largest id + 1")
     relation = edges[:, 2] if edges.shape[1] == 3 else np.zeros(len(edges), np.int64)
-    Y = np.zeros((int(relation.max()) + 1, N, N))
+    shape = (int(relation.max()) + 1, N, N)
+    # the links, their mask and the model's copy of both: refuse before allocating
+    check_allocation(shape, np.float64, f"--data (ids up to {N - 1})", copies=4)
+    Y = np.zeros(shape)
     Y[relation, edges[:, 0], edges[:, 1]] = 1.0
     if args.undirected:
         Y[relation, edges[:, 1], edges[:, 0]] = 1.0

@@ -8,6 +8,7 @@ import argparse
 
 from bnpjax.cli.output import UsageError
 from bnpjax.cli.registry import DEFAULT_DEMO, ModelCommands
+from bnpjax.infer.checks import MAX_SEED
 
 __all__ = ["CliParser", "add_sampling_arguments", "build_parser", "check_sampling", "sample"]
 
@@ -33,7 +34,8 @@ def add_sampling_arguments(parser, *, samples=1000, warmup=500, chains=4, model_
 
 
 def check_sampling(args) -> None:
-    """Refuse non-positive counts (None: a demo's own default)."""
+    """Refuse non-positive counts (None: a demo's own default) and seeds that
+    ``jax.random.key`` does not take."""
     for name in ("num_samples", "num_chains", "thin"):
         value = getattr(args, name, None)
         if value is not None and value < 1:
@@ -41,6 +43,9 @@ def check_sampling(args) -> None:
     warmup = getattr(args, "num_warmup", None)
     if warmup is not None and warmup < 0:
         raise UsageError("--num-warmup must be non-negative")
+    seed = getattr(args, "seed", None)
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"--seed must be an integer in [0, 2**63), got {seed}")
 
 
 def sample(algorithm, args):

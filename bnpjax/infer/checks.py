@@ -7,19 +7,34 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
+import os
 import warnings
 from collections.abc import Callable
 
 import numpy as np
 
 __all__ = [
+    "check_allocation",
+    "check_dtype_range",
+    "check_finite_tree",
     "check_integer",
     "check_integer_array",
     "check_positive",
+    "check_positive_if_concrete",
+    "check_real_array",
+    "check_seed",
+    "concrete",
     "deprecated_alias",
     "is_positive_finite",
+    "key_from_random_state",
+    "nonfinite_leaves",
     "renamed_arguments",
+    "run_dtype",
 ]
+
+#: the largest seed ``jax.random.key`` takes (it reads a Python int as an int64)
+MAX_SEED = 2**63 - 1
 
 
 def is_positive_finite(value) -> bool:
@@ -172,3 +187,234 @@ def deprecated_alias(function: Callable, old_name: str) -> Callable:
     wrapper.__qualname__ = old_name
     wrapper.__doc__ = f"Deprecated alias of :func:`{function.__name__}`."
     return wrapper
+
+
+# --------------------------------------------------------------------------------------------
+# arrays of real numbers, in range for the dtype of the run
+
+
+def run_dtype() -> np.dtype:
+    """The floating dtype a run computes in: float64 with ``jax_enable_x64``, else float32."""
+    import jax
+
+    return np.dtype(np.float64 if jax.config.jax_enable_x64 else np.float32)
+
+
+def concrete(value) -> np.ndarray | None:
+    """Host copy of ``value``, or None while it is traced (inside compiled code a check on
+    values is left to the caller's caller, which validated the data before tracing)."""
+    import jax
+
+    if isinstance(value, jax.core.Tracer):
+        return None
+    try:
+        return np.asarray(value)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+
+
+def check_dtype_range(array, name: str, dtype=None) -> None:
+    """Refuse finite values of ``array`` beyond the largest number of ``dtype`` (default: the
+    run's, :func:`run_dtype`): converted, they would become inf and every draw NaN.
+
+    Raises
+    ------
+    ValueError
+        naming ``name``, the largest value and the dtype.
+    """
+    dtype = run_dtype() if dtype is None else np.dtype(dtype)
+    array = np.asarray(array)
+    if not array.size or array.dtype.kind not in "fiu":
+        return
+    finite = np.abs(array[np.isfinite(array)]) if array.dtype.kind == "f" else np.abs(array)
+    largest = float(finite.max(initial=0))
+    limit = float(np.finfo(dtype).max)
+    if largest > limit:
+        advice = (
+            "rescale it, or enable 64-bit floats (jax.config.update('jax_enable_x64', True))"
+            if dtype == np.float32
+            else "rescale it"
+        )
+        raise ValueError(
+            f"{name} holds {largest:.3g}, beyond the largest {dtype} ({limit:.3g}) this run "
+            f"computes in; {advice}"
+        )
+
+
+def check_real_array(value, name: str, *, finite: bool = True, ndim=None) -> np.ndarray:
+    """``value`` as a float64 NumPy array of real numbers, in range for the run's dtype.
+
+    Booleans and integers are converted; strings that do not read as numbers, objects,
+    complex numbers, NaN and infinities (unless ``finite`` is False) are refused, as are finite
+    values beyond the run's dtype (:func:`check_dtype_range`).
+
+    Parameters
+    ----------
+    value
+        array-like.
+    name
+        the argument's name, for the error message.
+    finite
+        refuse NaN and infinities; False leaves them to the caller (missing entries that a
+        mask hides).
+    ndim
+        the required number of dimensions (None: any).
+
+    Returns
+    -------
+    numpy.ndarray
+        of dtype ``float64``.
+
+    Raises
+    ------
+    ValueError
+        naming ``name`` and saying what is wrong.
+    """
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be an array of numbers ({err})") from None
+    if ndim is not None and array.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {array.shape}")
+    kind = array.dtype.kind
+    if kind == "c":
+        raise ValueError(
+            f"{name} must be real, got dtype {array.dtype} (pass .real if the imaginary parts "
+            "are zero)"
+        )
+    if kind not in "biuf":
+        if kind in "mM":
+            raise ValueError(f"{name} must hold numbers, got dtype {array.dtype}")
+        for item in array.reshape(-1):
+            item = item.item() if isinstance(item, np.generic) else item
+            if isinstance(item, complex):
+                raise ValueError(f"{name} must be real; {item!r} is complex")
+            try:
+                float(item)
+            except (TypeError, ValueError):
+                raise ValueError(f"{name} must hold numbers; {item!r} is not one") from None
+    array = array.astype(np.float64)
+    bad = ~np.isfinite(array)
+    if finite and bad.any():
+        where = tuple(int(i[0]) for i in np.nonzero(bad))
+        raise ValueError(
+            f"{name} contains NaN or infinite values (first at index {where}: {array[where]})"
+        )
+    check_dtype_range(array, name)
+    return array
+
+
+def check_positive_if_concrete(value, name: str, *, minimum_exclusive: float = 0.0):
+    """Refuse a concrete ``value`` (scalar or array) with an entry that is not a finite number
+    above ``minimum_exclusive``; a traced value passes (checked where it was made)."""
+    host = concrete(value)
+    if host is None:
+        return value
+    if host.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    ok = np.isfinite(host) & (host > minimum_exclusive)
+    if not np.all(ok):
+        shown = host if host.ndim == 0 else host[~ok].reshape(-1)[:3]
+        raise ValueError(f"{name} must be a finite number > {minimum_exclusive:g}, got {shown}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# states, seeds, memory
+
+
+def nonfinite_leaves(tree) -> list[str]:
+    """Names (paths such as ``.alpha`` or ``['posterior']['Z']``) of the floating leaves of
+    ``tree`` that hold a NaN or an infinity (host arrays, no tracing)."""
+    import jax
+
+    bad = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        host = np.asarray(leaf)
+        if host.dtype.kind in "fc" and not np.all(np.isfinite(host)):
+            bad.append(jax.tree_util.keystr(path) or "<root>")
+    return bad
+
+
+def check_finite_tree(tree, name: str) -> None:
+    """Refuse a pytree (a state) with a NaN or infinite entry, naming its fields."""
+    bad = nonfinite_leaves(tree)
+    if bad:
+        raise ValueError(f"{name} has NaN or infinite values in {', '.join(bad)}")
+
+
+def check_seed(seed, name: str = "seed") -> int:
+    """``seed`` as an ``int`` if ``jax.random.key`` takes it (an integer in
+    ``[0, 2**63)``), else ``ValueError`` naming ``name``."""
+    if (
+        isinstance(seed, bool)
+        or not isinstance(seed, int | np.integer)
+        or not (0 <= seed <= MAX_SEED)
+    ):
+        raise ValueError(f"{name} must be an integer in [0, 2**63), got {seed!r}")
+    return int(seed)
+
+
+def key_from_random_state(random_state, name: str = "random_state"):
+    """A ``jax.random.key`` from scikit-learn's ``random_state`` conventions: an integer
+    seed; None (a seed drawn from NumPy's global generator, as scikit-learn does, so that
+    ``np.random.seed`` makes it repeatable); a ``numpy.random.RandomState`` or
+    ``numpy.random.Generator`` (a seed drawn from it); or a JAX key, used as given."""
+    import jax
+
+    if isinstance(random_state, jax.Array) and jax.dtypes.issubdtype(
+        random_state.dtype, jax.dtypes.prng_key
+    ):
+        return random_state
+    if random_state is None:
+        random_state = np.random.mtrand._rand
+    if isinstance(random_state, np.random.RandomState):
+        return jax.random.key(int(random_state.randint(0, 2**31 - 1)))
+    if isinstance(random_state, np.random.Generator):
+        return jax.random.key(int(random_state.integers(0, 2**63 - 1)))
+    try:
+        seed = check_seed(random_state, name)
+    except ValueError:
+        raise ValueError(
+            f"{name} must be None, an integer in [0, 2**63), a numpy RandomState or Generator "
+            f"or a jax.random.key, got {random_state!r}"
+        ) from None
+    return jax.random.key(seed)
+
+
+def _memory_bytes() -> int | None:
+    """Memory this process could still use: MemAvailable (Linux), else the physical total."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _format_bytes(size: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.3g} {unit}"
+        size /= 1024
+    return f"{size:.3g} TiB"  # pragma: no cover
+
+
+def check_allocation(shape, dtype, name: str, *, copies: int = 1) -> None:
+    """Refuse a dense allocation of ``copies`` arrays of ``shape`` and ``dtype`` that would
+    not fit in the memory this machine has available, naming ``name`` and the size, before
+    anything is allocated."""
+    size = copies * math.prod(int(s) for s in shape) * np.dtype(dtype).itemsize
+    available = _memory_bytes()
+    if available is not None and size > available:
+        raise ValueError(
+            f"{name} needs dense arrays of shape {tuple(int(s) for s in shape)} "
+            f"({_format_bytes(size)}), more than the {_format_bytes(available)} of memory "
+            "available; check the ids or sizes (an id far beyond the others makes every "
+            "array that large)"
+        )

@@ -58,6 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
+from bnpjax.infer.checks import check_integer, check_positive_if_concrete, concrete
 from bnpjax.ops import sample_categorical, truncated_poisson_log_pmf
 
 __all__ = [
@@ -86,6 +87,34 @@ class IBPDraw(NamedTuple):
     num_needed: jax.Array
 
 
+def _check_rows(num_rows, name: str = "num_rows"):
+    """``num_rows`` must be a positive integer when it is concrete (a shape, or a count)."""
+    host = concrete(num_rows)
+    if host is None:
+        return num_rows
+    if host.ndim == 0 and host.dtype.kind in "iu":
+        return check_integer(host.item(), name, 1)
+    if (
+        host.dtype.kind not in "iuf"
+        or not np.all(np.isfinite(host))
+        or not np.all(host == np.round(host))
+        or not np.all(host >= 1)
+    ):
+        raise ValueError(f"{name} must be an integer >= 1, got {num_rows!r}")
+    return num_rows
+
+
+def _check_binary(Z, name: str = "Z"):
+    """A concrete ``Z`` must be a 2-D matrix of zeros and ones."""
+    if jnp.ndim(Z) != 2:
+        raise ValueError(
+            f"{name} must be a 2-D (num_rows, num_columns) matrix, got shape {jnp.shape(Z)}"
+        )
+    host = concrete(Z)
+    if host is not None and not np.all((host == 0) | (host == 1)):
+        raise ValueError(f"{name} must be a binary matrix of zeros and ones (no NaN)")
+
+
 def harmonic_number(n) -> jax.Array:
     r""":math:`H_n = \sum_{i=1}^n 1/i` (as digamma(n + 1) + Euler's gamma, exact for integers)."""
     n = jnp.asarray(n, jnp.result_type(float))
@@ -99,8 +128,20 @@ def sample_buffet(key, alpha, num_rows: int, capacity: int) -> IBPDraw:
     dishes.
 
     New dishes fill the next free columns, so active columns come first. A run of
-    ``num_rows`` compiled steps of ``O(capacity)`` each.
+    ``num_rows`` compiled steps of ``O(capacity)`` each. A draw with more dishes than
+    ``capacity`` keeps the first ``capacity`` of them and reports how many it had in
+    ``num_needed`` (compare it with ``capacity``, or size the buffer with
+    :func:`bnpjax.priors.capacity_for`).
+
+    Raises
+    ------
+    ValueError
+        for ``alpha`` not positive and finite, or ``num_rows`` / ``capacity`` not positive
+        integers.
     """
+    check_positive_if_concrete(alpha, "alpha")
+    num_rows = check_integer(num_rows, "num_rows", 1)
+    capacity = check_integer(capacity, "capacity", 1)
     dtype = jnp.result_type(float)
     alpha = jnp.asarray(alpha, dtype)
 
@@ -126,6 +167,9 @@ def sample_stick_breaking(key, alpha, num_rows: int, truncation: int) -> IBPDraw
     :math:`z_{ik} \sim \mathrm{Bernoulli}(\mu_k)`, for ``k < truncation``. The columns beyond
     the truncation carry total probability :math:`E[\mu_T] = (\alpha / (1 + \alpha))^T`.
     Returned in the buffer layout (empty columns inactive, not compacted)."""
+    check_positive_if_concrete(alpha, "alpha")
+    num_rows = check_integer(num_rows, "num_rows", 1)
+    truncation = check_integer(truncation, "truncation", 1)
     dtype = jnp.result_type(float)
     key_nu, key_z = jax.random.split(key)
     log_nu = jnp.log(jax.random.beta(key_nu, alpha, 1.0, (truncation,), dtype))
@@ -147,6 +191,8 @@ def log_prob(Z, alpha, *, form: str = "lof") -> jax.Array:
     """
     if form not in ("lof", "buffet"):
         raise ValueError(f"form must be 'lof' or 'buffet', got {form!r}")
+    _check_binary(Z)
+    check_positive_if_concrete(alpha, "alpha")
     Z = jnp.asarray(Z)
     dtype = jnp.result_type(float)
     alpha = jnp.asarray(alpha, dtype)
@@ -177,6 +223,9 @@ def log_prob(Z, alpha, *, form: str = "lof") -> jax.Array:
 def alpha_posterior(num_active, num_rows, shape, rate) -> tuple[jax.Array, jax.Array]:
     """Shape and rate of ``alpha | Z ~ Gamma(shape + K_+, rate + H_N)`` (Griffiths &
     Ghahramani 2011)."""
+    check_positive_if_concrete(shape, "shape")
+    check_positive_if_concrete(rate, "rate")
+    _check_rows(num_rows)
     return shape + num_active, rate + harmonic_number(num_rows)
 
 
@@ -193,6 +242,9 @@ def new_feature_log_prior(alpha, num_rows, kappa: int) -> jax.Array:
     """Log prior of ``k = 0..kappa`` new features for one row: Poisson(alpha / N) truncated at
     ``kappa`` (Griffiths & Ghahramani 2011; the truncation level of Xu, Zhu & Zhang 2013),
     shape ``(..., kappa + 1)``."""
+    kappa = check_integer(kappa, "kappa", 0)
+    check_positive_if_concrete(alpha, "alpha")
+    _check_rows(num_rows)
     k = jnp.arange(kappa + 1)
     rate = jnp.asarray(alpha, jnp.result_type(float)) / num_rows
     return truncated_poisson_log_pmf(k, rate[..., None], kappa)

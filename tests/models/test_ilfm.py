@@ -120,7 +120,7 @@ def test_bad_input_is_rejected_naming_the_argument():
         ilfm.make_hyper(sigma_w=-1.0)
     with pytest.raises(ValueError, match="covariates must be"):
         ilfm.make_data(np.zeros((3, 3)), covariates=np.zeros((2, 3, 4)))
-    with pytest.raises(ValueError, match="entity_covariates contain NaN"):
+    with pytest.raises(ValueError, match="entity_covariates contains NaN"):
         ilfm.make_data(np.zeros((3, 3)), entity_covariates=np.array([1.0, np.nan, 0.0]))
     with pytest.raises(ValueError, match="weights='hmc'"):
         ilfm.gibbs(ilfm.make_data(np.zeros((3, 3)), covariates=np.eye(3)), weights="random_walk")

@@ -16,7 +16,7 @@ def test_bad_input_is_rejected_naming_the_argument():
         lr.make_data(np.ones(5), np.ones(5))
     with pytest.raises(ValueError, match="y must have shape"):
         lr.make_data(X, np.ones(4))
-    with pytest.raises(ValueError, match="X must contain finite"):
+    with pytest.raises(ValueError, match="X contains NaN or infinite"):
         lr.make_data(np.full((5, 2), np.nan), np.ones(5))
     with pytest.raises(ValueError, match="y must be finite"):
         lr.make_data(X, np.array([1, 2, np.nan, 4, 5.0]))

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.checks import check_positive
+from bnpjax.infer.checks import check_positive, check_real_array
 from bnpjax.models.fm.layout import (
     FMBlock,
     FMRelation,
@@ -169,14 +169,9 @@ def check_targets(
 ):
     """Validate targets against the likelihood; returns them as floats (ordinal: 0-based,
     levels ``0..num_levels-1``). ``name`` is the argument named in the errors."""
-    y = np.asarray(y)
-    if y.dtype == bool:
-        y = y.astype(np.int64)
+    y = check_real_array(y, name)
     if y.ndim != 1 or y.shape[0] != num_rows:
         raise ValueError(f"{name} must have shape ({num_rows},) to match X, got {y.shape}")
-    if not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y.astype(float))):
-        raise ValueError(f"{name} contains NaN, infinite or non-numeric values")
-    y = y.astype(float)
     if likelihood == "probit" and not np.all((y == 0) | (y == 1)):
         raise ValueError(f"{name} must hold class labels 0 and 1 for the probit classifier")
     if likelihood == "ordinal":

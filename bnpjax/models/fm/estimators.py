@@ -36,7 +36,7 @@ import numpy as np
 from jax.scipy.special import ndtr
 
 from bnpjax.infer import run, to_inference_data
-from bnpjax.infer.checks import check_integer
+from bnpjax.infer.checks import check_integer, key_from_random_state
 from bnpjax.models.fm.conditionals import _predict_coo
 from bnpjax.models.fm.data import check_targets, make_data, make_hyper
 from bnpjax.models.fm.gibbs import gibbs
@@ -130,7 +130,7 @@ class _BayesianFM:
         )
         self.result_ = run(
             algorithm,
-            jax.random.key(self.random_state),
+            key_from_random_state(self.random_state),
             n_kept,
             num_warmup=n_iter - n_kept,
             progress_bar=self.progress_bar,
@@ -143,7 +143,8 @@ class _BayesianFM:
                 # predictions from such draws would be silently wrong (NaN probabilities)
                 raise FloatingPointError(
                     f"the chain's {name} is non-finite from kept draw {int(np.argmin(finite))} "
-                    f"on ({values.dtype}); refit with jax_enable_x64 or another random_state"
+                    f"on ({values.dtype}); standardise the targets ((y - mean) / sd, and map the "
+                    "predictions back) or refit with another random_state"
                 )
         self.timings_ = dict(self.result_.timings)
         if X_test is not None and y_test is not None:

@@ -25,6 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bnpjax.infer.checks import check_dtype_range, check_real_array
+
 __all__ = [
     "FMBlock",
     "FMChunks",
@@ -94,6 +96,8 @@ def to_coo(X, name: str = "X", *, allow_no_columns: bool = False):
     import scipy.sparse as sp
 
     if sp.issparse(X):
+        if X.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must hold real numbers, got a sparse matrix of {X.dtype}")
         X = sp.csr_matrix(X, dtype=float)
         X.sum_duplicates()
         X.eliminate_zeros()
@@ -102,10 +106,7 @@ def to_coo(X, name: str = "X", *, allow_no_columns: bool = False):
         cols = np.asarray(X.indices, np.int64)
         rows = np.repeat(np.arange(shape[0]), np.diff(X.indptr))
     else:
-        try:
-            dense = np.asarray(X, float)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{name} must be a 2-D array or scipy.sparse matrix: {err}") from err
+        dense = check_real_array(X, name)
         if dense.ndim != 2:
             raise ValueError(f"{name} must be 2-D, got shape {dense.shape}")
         shape = dense.shape
@@ -117,6 +118,12 @@ def to_coo(X, name: str = "X", *, allow_no_columns: bool = False):
         raise ValueError(f"{name} contains NaN or infinite values")
     if shape[0] == 0 or (shape[1] == 0 and not allow_no_columns):
         raise ValueError(f"{name} is empty (shape {shape})")
+    check_dtype_range(values, name)
+    if values.size == 0 and not allow_no_columns:
+        raise ValueError(
+            f"{name} has no nonzero entry (shape {shape}): the factorization machine has no "
+            "feature to fit"
+        )
     return rows.astype(np.int64), cols.astype(np.int64), values, shape
 
 

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.checks import is_positive_finite, renamed_arguments
+from bnpjax.infer.checks import check_real_array, is_positive_finite, renamed_arguments
 
 __all__ = ["IBPLGData", "IBPLGHyper", "IBPLGInfo", "IBPLGState", "make_data", "make_hyper"]
 
@@ -76,11 +76,9 @@ def make_data(X, mask=None) -> IBPLGData:
     ValueError
         Naming the argument.
     """
-    X = np.asarray(X, dtype=float) if not isinstance(X, np.ndarray) else X
+    X = check_real_array(X, "X", finite=False)
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be a non-empty 2-D array (N, D), got shape {X.shape}")
-    if not np.issubdtype(X.dtype, np.number):
-        raise ValueError("X must be numeric")
     if mask is None:
         if not np.all(np.isfinite(X)):
             raise ValueError("X contains NaN or inf; pass mask=... (False where missing)")

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.checks import check_positive, renamed_arguments
+from bnpjax.infer.checks import check_positive, check_real_array, renamed_arguments
 
 __all__ = ["ILFMData", "ILFMHyper", "ILFMInfo", "ILFMState", "make_data", "make_hyper"]
 
@@ -141,20 +141,16 @@ def _covariates(covariates, entity_covariates, N: int) -> np.ndarray:
     term ``A[i, e]`` and the receiver term ``A[j, e]`` of every pair: (C + 2E, N, N)."""
     parts = [np.zeros((0, N, N))]
     if covariates is not None:
-        X = np.asarray(covariates, float)
+        X = check_real_array(covariates, "covariates")
         X = X[None] if X.ndim == 2 else X
         if X.ndim != 3 or X.shape[1:] != (N, N):
             raise ValueError(f"covariates must be (N, N) or (C, N, N) with N = {N}, got {X.shape}")
-        if not np.all(np.isfinite(X)):
-            raise ValueError("covariates contain NaN or infinite values")
         parts.append(X)
     if entity_covariates is not None:
-        A = np.asarray(entity_covariates, float)
+        A = check_real_array(entity_covariates, "entity_covariates")
         A = A[:, None] if A.ndim == 1 else A
         if A.ndim != 2 or A.shape[0] != N:
             raise ValueError(f"entity_covariates must be (N, E) with N = {N}, got {A.shape}")
-        if not np.all(np.isfinite(A)):
-            raise ValueError("entity_covariates contain NaN or infinite values")
         sender = np.broadcast_to(A.T[:, :, None], (A.shape[1], N, N))
         receiver = np.broadcast_to(A.T[:, None, :], (A.shape[1], N, N))
         parts += [sender, receiver]
@@ -189,13 +185,13 @@ def make_data(
     ValueError
         naming the argument that is malformed.
     """
-    Y = np.asarray(Y, float)
+    Y = check_real_array(Y, "Y", finite=False)
+    if np.any(np.isinf(Y)):
+        raise ValueError("Y must not contain +-inf (only NaN marks an unobserved entry)")
     if Y.ndim == 2:
         Y = Y[None]
     if Y.ndim != 3 or Y.shape[1] != Y.shape[2] or Y.shape[1] < 2:
         raise ValueError(f"Y must be (N, N) or (R, N, N) with N >= 2, got shape {Y.shape}")
-    if np.any(np.isinf(Y)):
-        raise ValueError("Y must not contain +-inf (only NaN marks an unobserved entry)")
     observed = ~np.isnan(Y)
     if mask is not None:
         mask = np.asarray(mask)

@@ -8,7 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.checks import check_integer, deprecated_alias, is_positive_finite
+from bnpjax.infer.checks import (
+    check_integer,
+    check_real_array,
+    deprecated_alias,
+    is_positive_finite,
+)
 
 __all__ = [
     "LinearRegressionData",
@@ -73,16 +78,16 @@ def make_data(X, y, mask=None) -> LinearRegressionData:
     ValueError
         Naming the argument, for wrong shapes, non-finite values or no observation at all.
     """
-    X = np.asarray(X)
-    y = np.asarray(y)
+    X = check_real_array(X, "X")
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-D array (n, p), got shape {X.shape}")
-    if not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
-        raise ValueError("X must contain finite numbers only")
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(
+            f"X must have at least one row and one feature column, got shape {X.shape}"
+        )
+    y = check_real_array(y, "y", finite=False)
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
-    if not np.issubdtype(y.dtype, np.number):
-        raise ValueError("y must be numeric")
     if mask is None:
         mask = np.ones(y.shape, bool)
     mask = np.asarray(mask)

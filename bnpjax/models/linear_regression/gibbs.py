@@ -129,6 +129,11 @@ def gibbs(
     hyper = make_hyper(p) if hyper is None else hyper
     if not isinstance(hyper, LinearRegressionHyper):
         raise ValueError("hyper must come from bnpjax.models.linear_regression.make_hyper")
+    if hyper.mean.shape != (p,) or hyper.precision.shape != (p, p):
+        raise ValueError(
+            f"hyper is for {hyper.mean.shape[0] if hyper.mean.ndim else '?'} coefficients but X "
+            f"has {p} columns; build it with make_hyper({p}, ...)"
+        )
     pieces = _conditional_pieces(data, hyper)
     names = list(feature_names) if feature_names is not None else list(range(p))
     if len(names) != p:

@@ -11,7 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.base import concrete_or_none
-from bnpjax.infer.checks import check_integer, renamed_arguments
+from bnpjax.infer.checks import (
+    check_dtype_range,
+    check_integer,
+    check_real_array,
+    renamed_arguments,
+)
 
 __all__ = [
     "LIKELIHOODS",
@@ -172,6 +177,7 @@ def _int_array(name, value, n=None):
         raise ValueError(f"{name} must be numeric")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite (no NaN/inf)")
+    check_dtype_range(arr, name)
     return arr
 
 
@@ -364,11 +370,11 @@ def make_data(
     WMMSBData
     """
     _check_likelihood(likelihood)
-    Y = np.asarray(Y)
+    if np.asarray(Y).dtype == bool:
+        raise ValueError("Y must be numeric counts, got booleans (pass Y.astype(int))")
+    Y = check_real_array(Y, "Y", finite=False)
     if Y.ndim != 2 or Y.shape[0] != Y.shape[1] or Y.shape[0] < 2:
         raise ValueError(f"Y must be a square (N, N) matrix with N >= 2, got shape {Y.shape}")
-    if Y.dtype == bool or not np.issubdtype(Y.dtype, np.number):
-        raise ValueError("Y must be numeric counts")
     N = Y.shape[0]
     observed = np.ones((N, N), bool)
     if mask is not None:
@@ -421,6 +427,13 @@ def _check_common(data, hyper, likelihood):
     y_host = concrete_or_none(data.y)
     if likelihood == "bernoulli" and y_host is not None and np.any(y_host > 1):
         raise ValueError("data: the bernoulli likelihood needs 0/1 links (binarise y first)")
+    p_host = concrete_or_none(hyper.p)
+    if likelihood != "bernoulli" and p_host is not None and not np.all(p_host < 1):
+        raise ValueError(
+            f"hyper has p = {float(np.max(p_host)):g}, outside (0, 1) as the {likelihood!r} "
+            "likelihood needs (a hyper made for likelihood='bernoulli'?); build it with "
+            f"make_hyper(rank, likelihood={likelihood!r})"
+        )
 
 
 def _resolve_hyper(hyper, rank, likelihood):
