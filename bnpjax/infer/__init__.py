@@ -31,6 +31,7 @@ from bnpjax.infer.driver import (
     run,
     sample,
 )
+from bnpjax.infer.guard import NonFiniteStateError
 from bnpjax.infer.predictive import map_draws
 from bnpjax.infer.variational import FitResult, VariationalAlgorithm, fit, fit_run
 
@@ -39,6 +40,7 @@ __all__ = [
     "CapacityGrowth",
     "Checkpoint",
     "FitResult",
+    "NonFiniteStateError",
     "NumPyroKernel",
     "SamplingAlgorithm",
     "SamplingResult",

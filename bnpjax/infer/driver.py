@@ -13,6 +13,10 @@ draws, ``thin`` steps per kept draw):
   advances, the kept draws move to host memory, and the full sampler state is at hand (the
   place for checkpoints). The last, shorter chunk reuses the same compiled program (its extra
   iterations are skipped by a ``lax.cond`` on an unbatched predicate, which stays a real branch).
+* NaN guard. Each chunk also returns whether every state array is finite (one reduction per
+  chunk); a chain that turned non-finite stops the run with a
+  :class:`~bnpjax.infer.guard.NonFiniteStateError` naming the step and the variables
+  (:mod:`bnpjax.infer.guard`), before the bad state reaches a checkpoint or the trace.
 * Capacity growth. If any step of a chunk reports ``info.capacity_exceeded`` the chunk is
   abandoned, the algorithm is rebuilt with ``max(2 * capacity, capacity_needed)`` via
   ``algorithm.resize`` and the chunk's saved start state padded with ``algorithm.grow_state``;
@@ -39,8 +43,15 @@ from jax import lax
 
 from bnpjax.infer.arviz_adapter import to_inference_data
 from bnpjax.infer.base import SamplingAlgorithm, Trace, default_trace
-from bnpjax.infer.checkpoint import Checkpoint, save_checkpoint
+from bnpjax.infer.checkpoint import (
+    Checkpoint,
+    CheckpointWriter,
+    check_checkpoint_path,
+    check_state,
+    concat_draws,
+)
 from bnpjax.infer.checks import check_integer
+from bnpjax.infer.guard import finite_flags, locate_nonfinite
 
 __all__ = ["SamplingResult", "compile_count", "resume", "run", "sample"]
 
@@ -248,7 +259,7 @@ def _make_chunk(static, chunk_len: int, thin: int, warmup: bool, record: bool):
         (states, exceeded, needed), kept = lax.scan(
             body, init, jnp.arange(chunk_len, dtype=jnp.int32)
         )
-        return states, kept, exceeded, needed
+        return states, kept, exceeded, needed, finite_flags(states)
 
     return chunk
 
@@ -339,6 +350,7 @@ def _run_phase(
     counters: dict,
     compile_as_sampling: bool = False,
     on_chunk: Callable | None = None,
+    guard: dict | None = None,
 ):
     """Run ``num_draws`` draws (``thin`` steps each) in chunks; return kept draws per chunk.
 
@@ -367,7 +379,7 @@ def _run_phase(
                 timings,
             )
             t0 = time.perf_counter()
-            new_states, kept, exceeded, needed = program(*args)
+            new_states, kept, exceeded, needed, finite = program(*args)
             exceeded = bool(exceeded)
             if not warmup:
                 kept = jax.device_get(kept)
@@ -377,17 +389,45 @@ def _run_phase(
                 break
             counters["resizes"] += 1
             algorithm, start_state = _grow(algorithm, start_state, int(needed))
+        if not np.all(np.asarray(finite)):
+            raise _nonfinite(
+                algorithm, start_state, run_keys, first_step + done * thin, n * thin,
+                program_warmup, guard,
+            )  # fmt: skip
         states = new_states
+        chunk = None
         if not warmup:
-            kept_chunks.append(jax.tree_util.tree_map(lambda a: np.moveaxis(a[:n], 0, 1), kept))
+            chunk = jax.tree_util.tree_map(lambda a: np.moveaxis(a[:n], 0, 1), kept)
+            kept_chunks.append(chunk)
         done += n
         if on_chunk is not None:
-            on_chunk(algorithm, states, first_step + done * thin)
+            on_chunk(algorithm, states, first_step + done * thin, chunk)
         if progress is not None:
             progress.update(n * thin)
             if not warmup:
                 _progress_postfix(progress, kept_chunks[-1], algorithm)
     return algorithm, states, kept_chunks
+
+
+def _nonfinite(algorithm, states, run_keys, first_step, num_steps, warmup, guard):
+    """The error for a chunk that ended non-finite: its steps replayed one at a time from
+    ``states`` to find the first bad one (:func:`bnpjax.infer.guard.locate_nonfinite`)."""
+    fns = _kernel_functions(algorithm)
+    step_fn = fns.warmup_step if (warmup and fns.warmup_step is not None) else fns.step
+
+    def one_step(s, t):
+        keys = jax.vmap(jax.random.fold_in, (0, None))(run_keys, t)
+        return _over_chains(step_fn)(keys, s)[0]
+
+    guard = guard or {}
+    return locate_nonfinite(
+        one_step,
+        states,
+        first_step,
+        num_steps,
+        checkpoint=guard.get("path"),
+        checkpoint_step=guard.get("step"),
+    )
 
 
 def _progress_postfix(progress, kept, algorithm) -> None:
@@ -400,23 +440,6 @@ def _progress_postfix(progress, kept, algorithm) -> None:
         shown["capacity"] = algorithm.capacity
     if shown:
         progress.set_postfix(shown, refresh=False)
-
-
-def _concat_padded(chunks: list) -> Any:
-    """Concatenate per-chunk draws along the draw axis, zero-padding feature axes that grew."""
-    if not chunks:
-        return {}
-
-    def concat(*arrays):
-        shape = np.max([a.shape for a in arrays], axis=0)
-        padded = []
-        for a in arrays:
-            grow = [int(m - s) for s, m in zip(a.shape[2:], shape[2:], strict=True)]
-            widths = [(0, 0), (0, 0)] + [(0, g) for g in grow]
-            padded.append(np.pad(a, widths) if any(w[1] for w in widths) else a)
-        return np.concatenate(padded, axis=1)
-
-    return jax.tree_util.tree_map(concat, *chunks)
 
 
 def run(
@@ -432,14 +455,21 @@ def run(
     initial_state: Any = None,
     start_step: int = 0,
     checkpoint_path=None,
+    resume_from: Checkpoint | None = None,
 ) -> SamplingResult:
     """Run ``algorithm`` and return the kept draws and final state (see :func:`sample`).
 
     ``chunk_size`` is the number of steps per compiled chunk (default: the run cut into about
     20 chunks); it changes nothing in the draws, only how often control returns to Python.
     ``initial_state`` (with a leading chain axis) and ``start_step`` continue an earlier run.
-    ``checkpoint_path`` (an ``.npz`` file): the state of every chain is saved there after each
-    chunk (:mod:`bnpjax.infer.checkpoint`; continue with ``load_checkpoint`` and ``resume``).
+    ``checkpoint_path`` (an ``.npz`` file, checked before anything compiles): the state of
+    every chain and the draws so far are saved there after each chunk
+    (:mod:`bnpjax.infer.checkpoint`; continue with ``load_checkpoint`` and ``resume``).
+    ``resume_from``: the :class:`~bnpjax.infer.Checkpoint` whose chains this run continues
+    (as :func:`resume` passes it): its saved draws start the trace and every checkpoint.
+
+    A chain whose state turns NaN or infinite stops the run with a
+    :class:`~bnpjax.infer.guard.NonFiniteStateError` naming the step and the variables.
     """
     if not isinstance(algorithm, SamplingAlgorithm):
         raise ValueError(
@@ -456,6 +486,16 @@ def run(
     chunk_size = check_integer(chunk_size, "chunk_size", 1)
     if total_steps + start_step >= 2**31:
         raise ValueError("the run is too long for 32-bit step indices")
+    if checkpoint_path is not None:
+        checkpoint_path = check_checkpoint_path(checkpoint_path)
+    if resume_from is not None:
+        if not isinstance(resume_from, Checkpoint):
+            raise ValueError("resume_from must be a Checkpoint (bnpjax.infer.load_checkpoint)")
+        if resume_from.num_draws and thin != resume_from.thin:
+            raise ValueError(
+                f"thin must be {resume_from.thin}, the thinning of the draws saved in the "
+                "checkpoint the run continues"
+            )
 
     timings: dict[str, float] = {}
     counters = {"resizes": 0}
@@ -475,19 +515,24 @@ def run(
                 raise ValueError(
                     f"initial_state must have a leading chain axis of length {num_chains}"
                 )
+        check_state(algorithm, states, num_chains, "initial_state")
 
     on_chunk = None
+    guard: dict[str, Any] = {}
+    saved = resume_from.draws if resume_from is not None and resume_from.num_draws else None
     if checkpoint_path is not None:
+        writer = CheckpointWriter(
+            checkpoint_path,
+            key,
+            warmup_end=start_step + num_warmup,
+            thin=thin,
+            num_samples=num_samples + (resume_from.num_draws if saved is not None else 0),
+            previous=resume_from,
+        )
 
-        def on_chunk(algorithm_now, states_now, steps_done):
-            save_checkpoint(
-                checkpoint_path,
-                algorithm_now,
-                states_now,
-                steps_done,
-                key,
-                warmup_end=start_step + num_warmup,
-            )
+        def on_chunk(algorithm_now, states_now, steps_done, draws):
+            writer.save(algorithm_now, states_now, steps_done, draws)
+            guard.update(path=checkpoint_path, step=steps_done)
 
     progress = None
     if progress_bar:
@@ -519,6 +564,7 @@ def run(
                 timings=timings,
                 counters=counters,
                 on_chunk=on_chunk,
+                guard=guard,
             )
         if progress is not None:
             progress.set_description(f"{algorithm.spec.name} sample")
@@ -535,14 +581,15 @@ def run(
             timings=timings,
             counters=counters,
             on_chunk=on_chunk,
+            guard=guard,
         )
     finally:
         if progress is not None:
             progress.close()
 
-    trace: Trace = _concat_padded(chunks)
+    trace: Trace = concat_draws(([saved] if saved is not None else []) + chunks)
     settings = {
-        "num_samples": num_samples,
+        "num_samples": num_samples + (resume_from.num_draws if saved is not None else 0),
         "num_warmup": num_warmup,
         "thin": thin,
         "num_chains": num_chains,
@@ -576,6 +623,7 @@ def sample(
     initial_state: Any = None,
     start_step: int = 0,
     checkpoint_path=None,
+    resume_from: Checkpoint | None = None,
 ):
     """Run any bnpjax kernel and return :class:`arviz.InferenceData`.
 
@@ -593,8 +641,11 @@ def sample(
     progress_bar
         a tqdm bar advanced between compiled chunks (no host round-trip per step).
     checkpoint_path
-        an ``.npz`` file the state of every chain is saved to after each chunk, to continue
-        the same chains later (:func:`bnpjax.infer.load_checkpoint`, :func:`bnpjax.infer.resume`).
+        an ``.npz`` file the state of every chain and the draws so far are saved to after
+        each chunk, to continue the same chains later (:func:`bnpjax.infer.load_checkpoint`,
+        :func:`bnpjax.infer.resume`).
+    resume_from
+        a :class:`~bnpjax.infer.Checkpoint` this run continues (set by :func:`resume`).
 
     Returns
     -------
@@ -615,20 +666,29 @@ def sample(
         initial_state=initial_state,
         start_step=start_step,
         checkpoint_path=checkpoint_path,
+        resume_from=resume_from,
     )
     return to_inference_data(result)
 
 
-def resume(checkpoint: Checkpoint, num_samples: int, **kwargs):
-    """Continue the chains of ``checkpoint`` for ``num_samples`` more draws and return
-    :class:`arviz.InferenceData` (keywords as for :func:`bnpjax.sample`: ``thin``,
-    ``progress_bar``, ``chunk_size``, ``checkpoint_path``, ...). A checkpoint taken during
-    warmup first finishes the warmup (``num_warmup`` defaults to the steps it had left). The
-    draws are those the uninterrupted run would have made after the checkpoint's step."""
-    for name in ("initial_state", "start_step", "num_chains"):
+def resume(checkpoint: Checkpoint, num_samples: int | None = None, **kwargs):
+    """Continue the chains of ``checkpoint`` and return :class:`arviz.InferenceData` of the
+    whole chain: the draws saved in the checkpoint, then ``num_samples`` more (default: the
+    draws its run still had to make). Keywords as for :func:`bnpjax.sample` (``progress_bar``,
+    ``chunk_size``, ``checkpoint_path``, ...). A checkpoint taken during warmup first finishes
+    the warmup (``num_warmup`` defaults to the steps it had left). The draws are those the
+    uninterrupted run would have made."""
+    for name in ("initial_state", "start_step", "num_chains", "resume_from"):
         if name in kwargs:
             raise ValueError(f"{name} comes from the checkpoint")
+    if num_samples is None:
+        num_samples = checkpoint.num_samples_left
+        if num_samples < 1:
+            raise ValueError(
+                "the checkpoint's run had made all its draws; give num_samples for more"
+            )
     kwargs.setdefault("num_warmup", checkpoint.num_warmup_left)
+    kwargs.setdefault("thin", checkpoint.thin)
     return sample(
         checkpoint.algorithm,
         checkpoint.key,
@@ -636,5 +696,6 @@ def resume(checkpoint: Checkpoint, num_samples: int, **kwargs):
         num_chains=checkpoint.num_chains,
         initial_state=checkpoint.state,
         start_step=checkpoint.start_step,
+        resume_from=checkpoint,
         **kwargs,
     )
