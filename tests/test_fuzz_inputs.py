@@ -4,8 +4,8 @@ function either raises a ``ValueError`` naming one of its arguments or returns f
 Inputs: random shapes and dtypes (float, int, bool, complex, text), NaN and infinities,
 values beyond float32 and empty or degenerate arrays. Validation runs on the host before
 anything is traced, so no example compiles a sampler; the prior functions draw their shapes
-from a small set so that their few eager programs are compiled once. Examples are bounded to
-keep the file within a few seconds.
+from a small set so that their few eager programs are compiled once. Each property runs in
+float64 and in float32. Examples are bounded to keep the file within seconds.
 """
 
 import re
@@ -25,11 +25,27 @@ from bnpjax.models import linear_regression as lr  # noqa: E402
 from bnpjax.priors import ibp  # noqa: E402
 
 FUZZ = settings(
-    max_examples=40,
+    max_examples=60,
     deadline=None,
     derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,  # the x64 switch below holds no example state
+    ],
 )
+
+
+@pytest.fixture(autouse=True, params=["float64", "float32"])
+def precision(request):
+    """Every property in float64 (the suite's default) and in float32 (the users'): a value
+    in range for one may be out of range for the other."""
+    jax.config.update("jax_enable_x64", request.param == "float64")
+    try:
+        yield request.param
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
 
 SPECIAL = [np.nan, np.inf, -np.inf, 1e39, -1e39, 0.0, 1.0, -1.0, 0.5, 2.0, 3.0]
 NUMBERS = st.one_of(

@@ -48,7 +48,8 @@ def is_positive_finite(value) -> bool:
 
 
 def check_positive(value, name: str) -> float:
-    """``value`` as a ``float`` if it is one positive finite real number.
+    """``value`` as a ``float`` if it is one positive finite real number, in range for the
+    run's dtype (:func:`check_dtype_range`).
 
     Raises
     ------
@@ -57,6 +58,7 @@ def check_positive(value, name: str) -> float:
     """
     if not is_positive_finite(value):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    check_dtype_range(np.float64(value), name)
     return float(value)
 
 
@@ -316,6 +318,7 @@ def check_positive_if_concrete(value, name: str, *, minimum_exclusive: float = 0
     if not np.all(ok):
         shown = host if host.ndim == 0 else host[~ok].reshape(-1)[:3]
         raise ValueError(f"{name} must be a finite number > {minimum_exclusive:g}, got {shown}")
+    check_dtype_range(host, name)
     return value
 
 

@@ -58,7 +58,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
-from bnpjax.infer.checks import check_integer, check_positive_if_concrete, concrete
+from bnpjax.infer.checks import (
+    check_integer,
+    check_positive_if_concrete,
+    check_real_array,
+    concrete,
+)
 from bnpjax.ops import sample_categorical, truncated_poisson_log_pmf
 
 __all__ = [
@@ -105,14 +110,18 @@ def _check_rows(num_rows, name: str = "num_rows"):
 
 
 def _check_binary(Z, name: str = "Z"):
-    """A concrete ``Z`` must be a 2-D matrix of zeros and ones."""
+    """``Z`` as an array, refused unless it is a 2-D matrix of zeros and ones (checked when
+    it is concrete)."""
     if jnp.ndim(Z) != 2:
         raise ValueError(
             f"{name} must be a 2-D (num_rows, num_columns) matrix, got shape {jnp.shape(Z)}"
         )
-    host = concrete(Z)
-    if host is not None and not np.all((host == 0) | (host == 1)):
+    if concrete(Z) is None:
+        return Z
+    host = check_real_array(Z, name, finite=False)
+    if not np.all((host == 0) | (host == 1)):
         raise ValueError(f"{name} must be a binary matrix of zeros and ones (no NaN)")
+    return host
 
 
 def harmonic_number(n) -> jax.Array:
@@ -191,7 +200,7 @@ def log_prob(Z, alpha, *, form: str = "lof") -> jax.Array:
     """
     if form not in ("lof", "buffet"):
         raise ValueError(f"form must be 'lof' or 'buffet', got {form!r}")
-    _check_binary(Z)
+    Z = _check_binary(Z)
     check_positive_if_concrete(alpha, "alpha")
     Z = jnp.asarray(Z)
     dtype = jnp.result_type(float)

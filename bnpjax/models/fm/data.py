@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.checks import check_positive, check_real_array
+from bnpjax.infer.checks import check_dtype_range, check_positive, check_real_array
 from bnpjax.models.fm.layout import (
     FMBlock,
     FMRelation,
@@ -137,6 +137,7 @@ def make_hyper(
         if name == "mu_0":
             if not np.isfinite(value):
                 raise ValueError(f"mu_0 must be finite, got {value!r}")
+            check_dtype_range(np.float64(value), name)
         else:
             check_positive(value, name)
     dtype = jnp.result_type(float)

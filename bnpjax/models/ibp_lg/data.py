@@ -8,7 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.checks import check_real_array, is_positive_finite, renamed_arguments
+from bnpjax.infer.checks import (
+    check_dtype_range,
+    check_real_array,
+    is_positive_finite,
+    renamed_arguments,
+)
 
 __all__ = ["IBPLGData", "IBPLGHyper", "IBPLGInfo", "IBPLGState", "make_data", "make_hyper"]
 
@@ -106,6 +111,7 @@ def _pair(value, name):
         raise ValueError(f"{name} must be a pair of positive numbers, got {value!r}") from None
     if not (is_positive_finite(a) and is_positive_finite(b)):
         raise ValueError(f"{name} must be a pair of positive numbers, got {value!r}")
+    check_dtype_range(np.asarray([a, b], float), name)
     return a, b
 
 

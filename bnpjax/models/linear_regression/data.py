@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.checks import (
+    check_dtype_range,
     check_integer,
     check_real_array,
     deprecated_alias,
@@ -156,6 +157,8 @@ def make_hyper(
         raise ValueError("precision must be symmetric positive definite")
     if not (is_positive_finite(a) and is_positive_finite(b)):
         raise ValueError(f"a and b must be positive, got a={a}, b={b}")
+    for name, value in (("mean", mean), ("precision", precision), ("a", a), ("b", b)):
+        check_dtype_range(np.asarray(value, float), name)
     return LinearRegressionHyper(
         jnp.asarray(mean, dtype),
         jnp.asarray(precision, dtype),

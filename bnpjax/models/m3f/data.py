@@ -19,7 +19,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.checks import check_integer, check_integer_array, check_positive
+from bnpjax.infer.checks import (
+    check_dtype_range,
+    check_integer,
+    check_integer_array,
+    check_positive,
+)
 
 __all__ = [
     "Bucket",
@@ -263,12 +268,14 @@ def make_hyper(
     Xu, Zhu & Zhang (2013), the defaults of the authors' code (chokkyvista/iPM3F).
     """
     num_levels = check_integer(num_levels, "num_levels", 2)
+    margin = check_positive(margin, "margin")  # the defaults below scale with it
     if rho is None:
         half = 1.5 * (num_levels - 2) * margin
         rho = np.linspace(-half, half, num_levels - 1)
     rho = np.asarray(rho, float)
     if rho.shape != (num_levels - 1,) or not np.all(np.isfinite(rho)):
         raise ValueError(f"rho must be {num_levels - 1} finite values")
+    check_dtype_range(rho, "rho")
     varsigma = 1.5 * margin if varsigma is None else varsigma
     sigma_b = margin if sigma_b is None else sigma_b
     for name, value in (

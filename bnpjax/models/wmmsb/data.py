@@ -125,8 +125,10 @@ def make_hyper(
     for name, value in values.items():
         if not (np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be positive, got {value}")
+        check_dtype_range(np.float64(value), name)
     if not np.all(np.isfinite(alpha) & (alpha > 0)):
         raise ValueError("alpha must be positive")
+    check_dtype_range(alpha, "alpha")
     if likelihood != "bernoulli" and not p < 1:
         raise ValueError(f"p must lie in (0, 1), got {p}")
     if not 0 < eps < 1:
