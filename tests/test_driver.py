@@ -235,16 +235,16 @@ def test_single_chain_runs_unbatched_with_the_same_draws(regression):
 
 def test_compiled_programs_are_bounded(monkeypatch):
     # an unbounded cache kept every executable (and its memory mappings) of a long session
-    from bnpjax.infer import driver
+    from bnpjax.infer import programs
     from bnpjax.models import linear_regression as lr
 
-    monkeypatch.setattr(driver, "MAX_COMPILED_PROGRAMS", 2)
-    driver.clear_compile_cache()
+    monkeypatch.setattr(programs, "MAX_COMPILED_PROGRAMS", 2)
+    programs.clear_compile_cache()
     for n in (10, 11, 12):
         X = np.random.default_rng(n).normal(size=(n, 2))
         kernel = lr.gibbs(lr.make_data(X, X @ np.ones(2)))
         bnpjax.sample(kernel, jax.random.key(0), 2, progress_bar=False)
-        assert len(driver._COMPILED) <= 2
+        assert len(programs._COMPILED) <= 2
     before = bnpjax.infer.compile_count()
     bnpjax.sample(kernel, jax.random.key(1), 2, progress_bar=False)  # the newest is kept
     assert bnpjax.infer.compile_count() == before

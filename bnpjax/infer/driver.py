@@ -25,14 +25,14 @@ draws, ``thin`` steps per kept draw):
   to the final capacity (padding is inactive by the kernel's own mask).
 * Compilation. Compiled chunk programs are cached on the kernel functions, their static
   settings and the shapes and dtypes of the data, so a second fit with data of the same shapes
-  does not recompile. Compile time is measured and reported apart from run time.
+  does not recompile (:mod:`bnpjax.infer.programs`). Compile time is measured and reported
+  apart from run time.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -52,8 +52,16 @@ from bnpjax.infer.checkpoint import (
 )
 from bnpjax.infer.checks import check_integer
 from bnpjax.infer.guard import finite_flags, locate_nonfinite
+from bnpjax.infer.programs import (
+    _compiled,
+    _KernelFunctions,
+    _merge,
+    _partition,
+    clear_compile_cache,
+    compile_count,
+)
 
-__all__ = ["SamplingResult", "compile_count", "resume", "run", "sample"]
+__all__ = ["SamplingResult", "clear_compile_cache", "compile_count", "resume", "run", "sample"]
 
 #: Default number of chunks a run is cut into (progress updates, growth checkpoints).
 DEFAULT_NUM_CHUNKS = 20
@@ -74,107 +82,6 @@ class SamplingResult(NamedTuple):
     num_steps: int
     settings: dict[str, Any]
     timings: dict[str, float]
-
-
-# --------------------------------------------------------------------------------------------
-# splitting kernel functions into compiled-program arguments and cache keys
-
-
-class _KernelFunctions(NamedTuple):
-    init: Callable
-    step: Callable
-    warmup_step: Callable | None
-    trace: Callable
-
-
-def _is_array(x) -> bool:
-    return isinstance(x, jax.Array | np.ndarray | np.generic)
-
-
-def _partition(fns: _KernelFunctions):
-    """Array leaves become arguments of the compiled program; everything else (functions,
-    Python settings) is hashable static structure."""
-    leaves, treedef = jax.tree_util.tree_flatten(fns, is_leaf=lambda x: x is None)
-    dynamic, static = [], []
-    for leaf in leaves:
-        if _is_array(leaf):
-            dynamic.append(jnp.asarray(leaf))
-            static.append(_ARRAY)
-        else:
-            try:
-                hash(leaf)
-            except TypeError as err:
-                raise TypeError(
-                    f"kernel argument {leaf!r} is neither an array nor hashable; bind data with "
-                    "bnpjax.infer.bind(fn, data, **static_settings)"
-                ) from err
-            static.append(leaf)
-    return dynamic, (treedef, tuple(static))
-
-
-class _ArrayMarker:
-    def __repr__(self):
-        return "<array>"
-
-
-_ARRAY = _ArrayMarker()
-
-
-def _merge(dynamic, static) -> _KernelFunctions:
-    treedef, static_leaves = static
-    it = iter(dynamic)
-    leaves = [next(it) if leaf is _ARRAY else leaf for leaf in static_leaves]
-    return jax.tree_util.tree_unflatten(treedef, leaves)
-
-
-def _aval_key(tree) -> tuple:
-    leaves, treedef = jax.tree_util.tree_flatten(tree)
-    return (
-        treedef,
-        tuple(
-            (tuple(x.shape), str(x.dtype), bool(getattr(x, "weak_type", False)))
-            if hasattr(x, "shape")
-            else (type(x), x)
-            for x in leaves
-        ),
-    )
-
-
-#: Compiled programs, least recently used first. Bounded: every XLA CPU executable holds
-#: memory mappings of its own, and a process that fits many models of different shapes would
-#: otherwise keep them all (and can run into the kernel's limit on mappings).
-_COMPILED: OrderedDict[tuple, Any] = OrderedDict()
-MAX_COMPILED_PROGRAMS = 64
-_COMPILE_COUNT = 0
-
-
-def compile_count() -> int:
-    """How many programs the driver has compiled in this process (for no-recompile tests)."""
-    return _COMPILE_COUNT
-
-
-def clear_compile_cache() -> None:
-    """Drop the driver's compiled programs (with ``jax.clear_caches()`` this releases their
-    memory); the next run of each kernel compiles again."""
-    _COMPILED.clear()
-
-
-def _compiled(name: str, fn: Callable, static_key: tuple, args: tuple, timings: dict):
-    """Return an ahead-of-time compiled ``fn`` for ``args``, from the cache when possible."""
-    global _COMPILE_COUNT
-    key = (name, static_key, _aval_key(args))
-    program = _COMPILED.get(key)
-    if program is None:
-        start = time.perf_counter()
-        program = jax.jit(fn).lower(*args).compile()
-        timings["compile_s"] = timings.get("compile_s", 0.0) + time.perf_counter() - start
-        _COMPILE_COUNT += 1
-        _COMPILED[key] = program
-        while len(_COMPILED) > MAX_COMPILED_PROGRAMS:
-            _COMPILED.popitem(last=False)
-    else:
-        _COMPILED.move_to_end(key)
-    return program
 
 
 # --------------------------------------------------------------------------------------------
