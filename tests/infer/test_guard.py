@@ -73,3 +73,16 @@ def test_initial_state_of_another_kernel_is_refused():
     with pytest.raises(ValueError, match=r"initial_state\.x is float64\[2, 5\]"):
         bnpjax.infer.run(toy(), jax.random.key(0), 2, num_chains=2, initial_state=wrong_shape,
                          progress_bar=False)  # fmt: skip
+
+
+def test_the_cli_exits_non_zero_when_a_chain_turns_non_finite(monkeypatch, capsys):
+    # bnpjax fit wrote all-NaN draws and exited 0: the guard's error now ends the command
+    import bnpjax.cli.linreg as linreg_commands
+    from bnpjax.cli import main
+
+    def failing_sample(algorithm, args):
+        raise NonFiniteStateError("chain 0 turned non-finite at step 3: beta (NaN or inf)")
+
+    monkeypatch.setattr(linreg_commands, "sample", failing_sample)
+    assert main(["demo", "linreg", "--no-progress", "--out-dir", "/nonexistent"]) == 1
+    assert "turned non-finite at step 3" in capsys.readouterr().err
