@@ -39,6 +39,7 @@ __all__ = [
     "CapacityGrowth",
     "Checkpoint",
     "FitResult",
+    "IBPGibbs",
     "NumPyroKernel",
     "SamplingAlgorithm",
     "SamplingResult",
@@ -72,4 +73,8 @@ def __getattr__(name):
         from bnpjax.infer import numpyro_bridge
 
         return getattr(numpyro_bridge, name)
+    if name == "IBPGibbs":
+        from bnpjax.infer import ibp_gibbs
+
+        return ibp_gibbs.IBPGibbs
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
