@@ -94,7 +94,7 @@ class OddsOverN(IBPGibbs):
 Info = namedtuple("Info", ["capacity_exceeded"])
 
 
-def _geweke(model, block, statistics, *, step_size, num_successive, seed_=0):
+def _geweke(model, block, statistics, *, step_size, num_successive, seed_=0, **settings):
     gibbs = Gibbs(
         [
             (block(model), ["Z"]),
@@ -102,7 +102,7 @@ def _geweke(model, block, statistics, *, step_size, num_successive, seed_=0):
                 HMC(
                     model,
                     step_size=step_size,
-                    num_steps=8,
+                    trajectory_length=10 * step_size,
                     adapt_step_size=False,
                     adapt_mass_matrix=False,
                 ),
@@ -162,10 +162,8 @@ def _geweke(model, block, statistics, *, step_size, num_successive, seed_=0):
         kernel=kernel,
         refresh=refresh,
         test_functions=lambda state, X: statistics(constrained(state), X),
-        num_marginal=20_000,
         num_successive=num_successive,
-        num_chains=4,
-        burn_in=100,
+        **{"num_marginal": 20_000, "num_chains": 4, "burn_in": 100, **settings},
     )
 
 
