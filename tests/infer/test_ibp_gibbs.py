@@ -28,11 +28,11 @@ from bnpjax.infer.ibp_gibbs import IBPGibbs
 from bnpjax.priors.ibp_distribution import IndianBuffetProcess
 from bnpjax.testing import geweke_test
 
-ROWS, DIMS, CAPACITY = 6, 3, 14
+ROWS, DIMS, CAPACITY = 6, 3, 20
 
 
 def lg_model(X=None):
-    alpha = numpyro.sample("alpha", dist.Gamma(3.0, 3.0))
+    alpha = numpyro.sample("alpha", dist.Gamma(4.0, 4.0))
     Z = numpyro.sample("Z", IndianBuffetProcess(alpha, ROWS, capacity=CAPACITY))
     sigma_x = numpyro.sample("sigma_x", dist.LogNormal(-0.5, 0.3))
     sigma_a = numpyro.sample("sigma_a", dist.LogNormal(0.0, 0.3))
@@ -41,7 +41,7 @@ def lg_model(X=None):
 
 
 def poisson_model(X=None):
-    alpha = numpyro.sample("alpha", dist.Gamma(3.0, 3.0))
+    alpha = numpyro.sample("alpha", dist.Gamma(4.0, 4.0))
     Z = numpyro.sample("Z", IndianBuffetProcess(alpha, ROWS, capacity=CAPACITY))
     W = numpyro.sample("W", dist.Normal(0.0, 0.7).expand([CAPACITY, DIMS]).to_event(2))
     with numpyro.plate("rows", ROWS, dim=-2), numpyro.plate("dims", DIMS, dim=-1):
@@ -177,9 +177,10 @@ GEWEKE = {
 @pytest.mark.parametrize("name", list(GEWEKE))
 def test_geweke(name):
     model, statistics, broken, step_size = GEWEKE[name]
-    result = _geweke(model, IBPGibbs, statistics, step_size=step_size, num_successive=3000)
+    sizes = {"num_successive": 2000, "num_marginal": 5000}
+    result = _geweke(model, IBPGibbs, statistics, step_size=step_size, **sizes)
     assert result.passed, f"{name}\n{result}"
-    result = _geweke(model, broken, statistics, step_size=step_size, num_successive=3000)
+    result = _geweke(model, broken, statistics, step_size=step_size, **sizes)
     assert not result.passed, f"{name} (broken twin)\n{result}"
     assert result.max_abs_z > 2 * result.threshold, f"{name} (broken twin)\n{result}"
 
