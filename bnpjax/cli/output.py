@@ -3,13 +3,17 @@ the summary table, the written InferenceData and figures, the timing line."""
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 __all__ = [
     "EXIT_USAGE",
+    "PREFIX",
     "UsageError",
+    "check_writable",
     "report_error",
     "save_figure",
     "summary",
@@ -20,16 +24,44 @@ __all__ = [
 
 #: exit status of a bad argument or data file
 EXIT_USAGE = 2
+#: the start of every error line
+PREFIX = "bnpjax: error: "
 
 
 class UsageError(Exception):
     """A bad argument or input file: reported as one line, exit status 2."""
 
 
-def report_error(message: str, *, prefix: str = "") -> int:
-    """Print ``message`` on stderr as one line (whitespace collapsed); return exit status 2."""
-    print(" ".join(f"{prefix}{message}".split()), file=sys.stderr)
+def report_error(message: str) -> int:
+    """Print ``bnpjax: error: message`` on stderr as one line (whitespace collapsed); return
+    exit status 2."""
+    print(" ".join(f"{PREFIX}{message}".split()), file=sys.stderr)
     return EXIT_USAGE
+
+
+def check_writable(path: str | Path, option: str, *, folder: bool = False) -> Path:
+    """Check before a fit that ``path`` (a file, or a folder with ``folder``) can be written:
+    its nearest existing folder must be a folder we can create files in. Raises
+    :class:`UsageError` naming ``option``; creates nothing."""
+    path = Path(path)
+    if path.is_dir() and not folder:
+        raise UsageError(f"{option}: {path} is a folder; give a file name ending in .nc")
+    if path.exists() and folder and not path.is_dir():
+        raise UsageError(f"{option}: {path} is a file, not a folder")
+    existing = path if folder else path.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{option}: cannot create {path}: {existing} is a file, not a folder")
+    try:  # os.access says yes to root even on a read-only file system: try a file
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise UsageError(f"{option}: cannot write to {existing} ({reason})") from err
+    if path.is_file() and not os.access(path, os.W_OK):
+        raise UsageError(f"{option}: {path} exists and is read-only")
+    return path
 
 
 def summary(idata, var_names: Sequence[str] | None = None):
@@ -64,12 +96,22 @@ def save_figure(path: str | Path, plot: Callable, *args, **kwargs) -> Path:
     return path
 
 
-def write_with_trace(idata, stem: Path, var_names=None) -> tuple[Path, Path]:
-    """``stem.nc`` and the trace plot ``stem_trace.png`` of ``var_names``."""
+def write_with_trace(
+    idata, stem: Path, var_names=None, *, truth=None, title=None
+) -> tuple[Path, Path]:
+    """``stem.nc`` and the trace plot ``stem_trace.png`` of ``var_names`` (with the ``truth``
+    and ``title`` of :func:`bnpjax.plots.plot_trace`)."""
     from bnpjax.plots import plot_trace
 
     nc = write_idata(idata, stem.with_suffix(".nc"))
-    png = save_figure(stem.parent / f"{stem.name}_trace.png", plot_trace, idata, var_names)
+    png = save_figure(
+        stem.parent / f"{stem.name}_trace.png",
+        plot_trace,
+        idata,
+        var_names,
+        truth=truth,
+        title=title,
+    )
     return nc, png
 
 
