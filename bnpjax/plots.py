@@ -49,9 +49,9 @@ def plot_trace(
     """
     from matplotlib.lines import Line2D
 
-    from bnpjax.infer.arviz_adapter import _arviz
+    from bnpjax.infer.arviz_adapter import import_arviz
 
-    axes = np.atleast_2d(_arviz().plot_trace(idata, var_names=var_names, compact=True))
+    axes = np.atleast_2d(import_arviz().plot_trace(idata, var_names=var_names, compact=True))
     fig = axes[0, 0].figure
     truth = dict(truth or {})
     for row in axes:

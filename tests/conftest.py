@@ -32,3 +32,9 @@ def _release_compiled_programs():
     clear_compile_cache()
     jax.clear_caches()
     gc.collect()
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per core, at most four (each worker holds its own JAX runtime and
+    compiled programs, about 1-2 GB)."""
+    return max(1, min(4, os.cpu_count() or 1))

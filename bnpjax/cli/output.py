@@ -66,9 +66,9 @@ def check_writable(path: str | Path, option: str, *, folder: bool = False) -> Pa
 
 def summary(idata, var_names: Sequence[str] | None = None):
     """ArviZ's summary (mean, sd, 94% HDI, bulk and tail ESS, R-hat) as a DataFrame."""
-    from bnpjax.infer.arviz_adapter import _arviz
+    from bnpjax.infer.arviz_adapter import import_arviz
 
-    table = _arviz().summary(idata, var_names=var_names, kind="all", round_to=4)
+    table = import_arviz().summary(idata, var_names=var_names, kind="all", round_to=4)
     return table[["mean", "sd", "hdi_3%", "hdi_97%", "ess_bulk", "ess_tail", "r_hat"]]
 
 

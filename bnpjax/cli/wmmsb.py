@@ -31,7 +31,7 @@ def _cvb0(network, args, heldout=None):
 
     weight = network.weight if args.likelihood != "bernoulli" else np.ones_like(network.weight)
     data = wmmsb.make_network(
-        network.n_nodes,
+        network.num_nodes,
         network.src,
         network.dst,
         weight,
@@ -123,5 +123,5 @@ def fit(args) -> int:
         title=f"WMMSB (CVB0, K = {args.K}) on {network.name}",
     )
     print(f"final mean training log-likelihood per pair: {float(loglik[-1]):.4f}")
-    print(f"wrote {out} and {png} ({network.n_nodes} nodes)")
+    print(f"wrote {out} and {png} ({network.num_nodes} nodes)")
     return 0
