@@ -13,7 +13,7 @@ PACKAGE_DIR = pathlib.Path(bnpjax.__file__).parent
 #: any lower layer. Facades (rank 4) may use each other.
 RANK = {
     "ops": 0,
-    "_checks": 1,
+    "compilation_cache": 0,
     "infer": 1,
     "priors": 2,
     "testing": 2,
