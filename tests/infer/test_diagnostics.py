@@ -175,3 +175,16 @@ def test_sample_warns_unless_told_not_to():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         bnpjax.sample(_autoregression(1e-3), key, 50, check_convergence=False, **run)
+
+
+def test_command_line_summary_prints_the_diagnostics_under_the_table():
+    from bnpjax.cli.output import summary
+
+    draws = {"posterior": {"b": _stuck(), "sigma": _mixed()}, "sample_stats": {"lp": _mixed()}}
+    table = summary(arviz_adapter.groups_to_inference_data(draws), ["b", "sigma"])
+    text = table.to_string().splitlines()
+    assert text[0].split() == ["mean", "sd", "hdi_3%", "hdi_97%", "ess_bulk", "ess_tail", "r_hat"]
+    assert text[3].startswith("convergence (4 chains x 500 draws, 2 quantities)")
+    assert text[4].startswith("NOT CONVERGED: R-hat above 1.01 for b ")
+    table["extra"] = 1.0  # callers add columns; the lines stay under the table
+    assert table.to_string().splitlines()[3:] == text[3:]
