@@ -28,9 +28,9 @@ def plot_trace(idata, var_names: Sequence[str] | None = None):
     -------
     matplotlib.figure.Figure
     """
-    from bnpjax.infer.arviz_adapter import _arviz
+    from bnpjax.infer.arviz_adapter import import_arviz
 
-    axes = _arviz().plot_trace(idata, var_names=var_names, compact=True)
+    axes = import_arviz().plot_trace(idata, var_names=var_names, compact=True)
     fig = np.ravel(axes)[0].figure
     fig.tight_layout()
     return fig

@@ -38,7 +38,7 @@ def summary(idata, var_names: Sequence[str] | None = None):
     (:func:`bnpjax.infer.diagnostics.check_convergence`; also in ``attrs["convergence"]``)."""
     import pandas as pd
 
-    from bnpjax.infer.arviz_adapter import _arviz
+    from bnpjax.infer.arviz_adapter import import_arviz
     from bnpjax.infer.diagnostics import check_convergence
 
     class SummaryTable(pd.DataFrame):
@@ -47,7 +47,7 @@ def summary(idata, var_names: Sequence[str] | None = None):
             lines = self.attrs.get("convergence", ())
             return text if text is None or not lines else "\n".join([text, *lines])
 
-    table = _arviz().summary(idata, var_names=var_names, kind="all", round_to=4)
+    table = import_arviz().summary(idata, var_names=var_names, kind="all", round_to=4)
     table = SummaryTable(
         table[["mean", "sd", "hdi_3%", "hdi_97%", "ess_bulk", "ess_tail", "r_hat"]]
     )

@@ -30,7 +30,7 @@ def _cvb0(network, args, heldout=None):
 
     weight = network.weight if args.likelihood != "bernoulli" else np.ones_like(network.weight)
     data = wmmsb.make_network(
-        network.n_nodes,
+        network.num_nodes,
         network.src,
         network.dst,
         weight,
@@ -102,5 +102,5 @@ def fit(args) -> int:
     out = write_idata(idata, args.out)
     png = save_figure(out.with_suffix(".png"), plot_memberships, theta, block)
     print(f"final mean training log-likelihood per pair: {float(loglik[-1]):.4f}")
-    print(f"wrote {out} and {png} ({network.n_nodes} nodes)")
+    print(f"wrote {out} and {png} ({network.num_nodes} nodes)")
     return 0

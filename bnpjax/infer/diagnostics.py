@@ -236,11 +236,11 @@ def _variables(draws, var_names):
 def _stats_functions():
     """``rhat(ds)``, ``ess(ds, method)`` on an xarray Dataset with (chain, draw) dims: ArviZ
     0.x's when ``arviz`` 0.x is installed, else ``arviz_stats``'s (the 1.x line)."""
-    from bnpjax.infer.arviz_adapter import _arviz, _version
+    from bnpjax.infer.arviz_adapter import _version, import_arviz
 
     version = _version("arviz")
     if version is not None and int(version.split(".")[0]) < 1:
-        az = _arviz()
+        az = import_arviz()
         return (lambda ds: az.rhat(ds, method="rank")), (lambda ds, m: az.ess(ds, method=m))
     import arviz_stats  # pragma: no cover - the 1.x line
 

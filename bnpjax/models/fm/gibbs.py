@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
 from bnpjax.infer.checks import check_integer, renamed_arguments
 from bnpjax.models.fm.conditionals import (
     _intercept_block,
@@ -258,14 +258,12 @@ def build_step(
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
     fit_w0 = bool(fit_w0) and likelihood != "ordinal"
 
-    def step(key, state, data, hyper):
-        levels = _check_levels(data, likelihood, num_levels)
-        return _step(
-            data, hyper, _step_sizes(data, likelihood, levels), key, state,
-            likelihood=likelihood, fit_w0=fit_w0, fit_linear=bool(fit_linear),
-        )  # fmt: skip
+    def derive(data, hyper):
+        return (_step_sizes(data, likelihood, _check_levels(data, likelihood, num_levels)),)
 
-    return step
+    return as_step(
+        _step, derive=derive, likelihood=likelihood, fit_w0=fit_w0, fit_linear=bool(fit_linear)
+    )
 
 
 def _trace(data, hyper, test, state, info, *, likelihood, num_test, pointwise):
@@ -507,3 +505,9 @@ def gibbs(
             settings={"rank": rank, "num_levels": num_levels, **static},
         ),
     )
+
+
+# BlackJAX's lower levels on the factory itself: the package re-exports the factory under
+# this module's name, so users reach them as `gibbs.init` and `.build_step`.
+gibbs.init = init
+gibbs.build_step = build_step
