@@ -70,7 +70,7 @@ def summary(idata, var_names: Sequence[str] | None = None):
     (:func:`bnpjax.infer.diagnostics.check_convergence`; also in ``attrs["convergence"]``)."""
     import pandas as pd
 
-    from bnpjax.infer.arviz_adapter import import_arviz
+    from bnpjax.infer.arviz_adapter import backend, import_arviz
     from bnpjax.infer.diagnostics import check_convergence
 
     class SummaryTable(pd.DataFrame):
@@ -79,10 +79,16 @@ def summary(idata, var_names: Sequence[str] | None = None):
             lines = self.attrs.get("convergence", ())
             return text if text is None or not lines else "\n".join([text, *lines])
 
-    table = import_arviz().summary(idata, var_names=var_names, kind="all", round_to=4)
-    table = SummaryTable(
-        table[["mean", "sd", "hdi_3%", "hdi_97%", "ess_bulk", "ess_tail", "r_hat"]]
-    )
+    columns = ["mean", "sd", "hdi_3%", "hdi_97%", "ess_bulk", "ess_tail", "r_hat"]
+    if backend() == "1":  # the ArviZ 1.x line: arviz_stats, its own names for the interval
+        import arviz_stats
+
+        table = arviz_stats.summary(
+            idata, var_names=var_names, kind="all", ci_kind="hdi", ci_prob=0.94, round_to=4
+        ).rename(columns={"hdi94_lb": "hdi_3%", "hdi94_ub": "hdi_97%"})
+    else:
+        table = import_arviz().summary(idata, var_names=var_names, kind="all", round_to=4)
+    table = SummaryTable(table[columns])
     table.attrs["convergence"] = check_convergence(idata, var_names, warn=False).lines()
     return table
 
