@@ -43,6 +43,7 @@ __all__ = [
     "Checkpoint",
     "ConvergenceWarning",
     "FitResult",
+    "IBPGibbs",
     "NumPyroKernel",
     "SamplingAlgorithm",
     "SamplingResult",
@@ -78,4 +79,8 @@ def __getattr__(name):
         from bnpjax.infer import numpyro_bridge
 
         return getattr(numpyro_bridge, name)
+    if name == "IBPGibbs":
+        from bnpjax.infer import ibp_gibbs
+
+        return ibp_gibbs.IBPGibbs
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
