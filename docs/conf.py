@@ -81,6 +81,7 @@ API_PACKAGES = [
     ("bnpjax.datasets", True),
     ("bnpjax.testing", True),
     ("bnpjax.metrics", False),
+    ("bnpjax.compilation_cache", False),
     ("bnpjax.fm", False),  # the myFM-style estimators, while they live there
 ]
 
