@@ -18,6 +18,7 @@ before the fit.
 from __future__ import annotations
 
 import sys
+import warnings
 
 from bnpjax.cli.output import UsageError, check_writable, report_error
 from bnpjax.cli.parser import build_parser, check_sampling
@@ -28,9 +29,28 @@ __all__ = ["MODELS", "UsageError", "main"]
 _SAMPLING = ("num_samples", "num_warmup", "num_chains")
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """Convergence warnings as one plain line (not the source line that raised them)."""
+    from bnpjax.infer.diagnostics import ConvergenceWarning
+
+    if issubclass(category, ConvergenceWarning):
+        print(f"bnpjax: warning: {' '.join(str(message).split())}", file=file or sys.stderr)
+    else:
+        _SHOW_WARNING(message, category, filename, lineno, file, line)
+
+
+_SHOW_WARNING = warnings.showwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bnpjax`` command; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     try:
         parser = build_parser(load_all())
         args = parser.parse_args(argv)

@@ -14,7 +14,7 @@ from bnpjax.cli.parser import sample
 
 DEMO_HELP = "Bayesian factorization machine on generated ratings"
 FIT_HELP = "Bayesian FM on a ratings CSV (user, item, target)"
-DEMO_DEFAULTS = (150, 100, 2)
+DEMO_DEFAULTS = (500, 100, 4)
 DATA_ALIASES = ("--train",)
 DATA_HELP = "training CSV: user id, item id and a target column (ids from 0, or --one-based)"
 

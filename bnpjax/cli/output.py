@@ -65,11 +65,32 @@ def check_writable(path: str | Path, option: str, *, folder: bool = False) -> Pa
 
 
 def summary(idata, var_names: Sequence[str] | None = None):
-    """ArviZ's summary (mean, sd, 94% HDI, bulk and tail ESS, R-hat) as a DataFrame."""
-    from bnpjax.infer.arviz_adapter import import_arviz
+    """ArviZ's summary (mean, sd, 94% HDI, bulk and tail ESS, R-hat) as a DataFrame whose
+    ``to_string()`` ends with the convergence lines of these variables in plain words
+    (:func:`bnpjax.infer.diagnostics.check_convergence`; also in ``attrs["convergence"]``)."""
+    import pandas as pd
 
-    table = import_arviz().summary(idata, var_names=var_names, kind="all", round_to=4)
-    return table[["mean", "sd", "hdi_3%", "hdi_97%", "ess_bulk", "ess_tail", "r_hat"]]
+    from bnpjax.infer.arviz_adapter import backend, import_arviz
+    from bnpjax.infer.diagnostics import check_convergence
+
+    class SummaryTable(pd.DataFrame):
+        def to_string(self, *args, **kwargs):
+            text = super().to_string(*args, **kwargs)
+            lines = self.attrs.get("convergence", ())
+            return text if text is None or not lines else "\n".join([text, *lines])
+
+    columns = ["mean", "sd", "hdi_3%", "hdi_97%", "ess_bulk", "ess_tail", "r_hat"]
+    if backend() == "1":  # the ArviZ 1.x line: arviz_stats, its own names for the interval
+        import arviz_stats
+
+        table = arviz_stats.summary(
+            idata, var_names=var_names, kind="all", ci_kind="hdi", ci_prob=0.94, round_to=4
+        ).rename(columns={"hdi94_lb": "hdi_3%", "hdi94_ub": "hdi_97%"})
+    else:
+        table = import_arviz().summary(idata, var_names=var_names, kind="all", round_to=4)
+    table = SummaryTable(table[columns])
+    table.attrs["convergence"] = check_convergence(idata, var_names, warn=False).lines()
+    return table
 
 
 def write_idata(idata, path: str | Path) -> Path:

@@ -41,6 +41,7 @@ from bnpjax.infer.arviz_adapter import to_inference_data
 from bnpjax.infer.base import SamplingAlgorithm, Trace, default_trace
 from bnpjax.infer.checkpoint import Checkpoint, save_checkpoint
 from bnpjax.infer.checks import check_integer
+from bnpjax.infer.diagnostics import check_convergence as _check_convergence
 
 __all__ = ["SamplingResult", "compile_count", "resume", "run", "sample"]
 
@@ -576,6 +577,7 @@ def sample(
     initial_state: Any = None,
     start_step: int = 0,
     checkpoint_path=None,
+    check_convergence: bool = True,
 ):
     """Run any bnpjax kernel and return :class:`arviz.InferenceData`.
 
@@ -595,6 +597,9 @@ def sample(
     checkpoint_path
         an ``.npz`` file the state of every chain is saved to after each chunk, to continue
         the same chains later (:func:`bnpjax.infer.load_checkpoint`, :func:`bnpjax.infer.resume`).
+    check_convergence
+        warn (:class:`~bnpjax.infer.diagnostics.ConvergenceWarning`) when R-hat or ESS says the
+        chains have not converged (:func:`bnpjax.infer.diagnostics.check_convergence`).
 
     Returns
     -------
@@ -616,7 +621,10 @@ def sample(
         start_step=start_step,
         checkpoint_path=checkpoint_path,
     )
-    return to_inference_data(result)
+    idata = to_inference_data(result)
+    if check_convergence:
+        _check_convergence(idata, stacklevel=3)
+    return idata
 
 
 def resume(checkpoint: Checkpoint, num_samples: int, **kwargs):
