@@ -14,7 +14,13 @@ nbclient = pytest.importorskip("nbclient")
 ROOT = pathlib.Path(__file__).parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 #: the settings CI runs with, by notebook (injected after the cell tagged "parameters")
-SHORT = {"ibp_bars": {"NUM_SAMPLES": 40, "NUM_WARMUP": 40, "NUM_CHAINS": 2}}
+SHORT = {
+    "ibp_bars": {"NUM_SAMPLES": 40, "NUM_WARMUP": 40, "NUM_CHAINS": 2},
+    "fm_movielens": {"N_ITER": 30, "N_KEPT": 20},
+    "diagnostics_and_comparison": {"NUM_SAMPLES": 200, "NUM_WARMUP": 50, "NUM_CHAINS": 2},
+}
+#: the real data a notebook reads, by notebook: (loader in bnpjax.datasets, its arguments)
+DATA = {"fm_movielens": ("movielens", ("ml-100k",))}
 #: the longest a notebook may take at the short settings
 LIMIT_S = 60
 
@@ -41,6 +47,14 @@ def test_there_are_notebooks_with_outputs():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
+    if path.stem in DATA:
+        datasets = pytest.importorskip("bnpjax.datasets")
+        loader, args = DATA[path.stem]
+        kwargs = {"download": False} if loader == "movielens" else {}
+        try:
+            getattr(datasets, loader)(*args, **kwargs)
+        except datasets.DataNotFoundError as err:
+            pytest.skip(f"{path.name} reads real data that are absent (set $BNPJAX_DATA): {err}")
     # the kernel runs in tmp_path: let it import this checkout's bnpjax, not another install
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     notebook = _with_parameters(nbformat.read(path, as_version=4), SHORT.get(path.stem, {}))
