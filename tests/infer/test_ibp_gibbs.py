@@ -8,6 +8,7 @@ iteration under ``vmap`` for the same check). The HMC block is refreshed after e
 draw of the data, since it caches the potential and its gradient.
 """
 
+import os
 from collections import namedtuple
 from statistics import NormalDist
 
@@ -174,6 +175,11 @@ GEWEKE = {
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("BNPJAX_LONG_TESTS") != "1",
+    reason="IBPGibbs Geweke tests take ~15 min each on 2 cores (HMC block compiled per "
+    "prior draw); set BNPJAX_LONG_TESTS=1 to run them",
+)
 @pytest.mark.parametrize("name", list(GEWEKE))
 def test_geweke(name):
     model, statistics, broken, step_size = GEWEKE[name]
