@@ -50,7 +50,7 @@ def split(net, rep: int):
     """Test links (20%), as many test non-links, and a random order of the remaining links."""
     rng = np.random.default_rng(rep)
     L = net.src.shape[0]
-    N = net.n_nodes
+    N = net.num_nodes
     order = rng.permutation(L)
     n_test = round(0.2 * L)
     test_links, rest = order[:n_test], order[n_test:]
@@ -89,7 +89,7 @@ def training_data(net, rep, prop, test_src, test_dst, rest, likelihood):
     if likelihood == "bernoulli":
         weight = np.ones_like(weight)
     return wmmsb.make_network(
-        net.n_nodes,
+        net.num_nodes,
         net.src[train],
         net.dst[train],
         weight,
@@ -97,7 +97,7 @@ def training_data(net, rep, prop, test_src, test_dst, rest, likelihood):
         unobserved=unobserved,
         keep=prop,
         hash_seed=rep,
-        zeros="dense" if net.n_nodes <= 20_000 else "none",
+        zeros="dense" if net.num_nodes <= 20_000 else "none",
         likelihood=likelihood,
         pad_to=rest.shape[0],  # one shape for every proportion: one compilation
     )

@@ -2,12 +2,25 @@
 
 ``bnpjax.sample(kernel, key, num_samples, ...)`` runs any Markov chain kernel built by a model
 factory in ``bnpjax.models``, ``bnpjax.fit(algorithm, key, num_steps, ...)`` any variational
-algorithm; both return :class:`arviz.InferenceData`.
+algorithm; both return :class:`arviz.InferenceData`. Compiled programs are kept on disk
+between processes (:mod:`bnpjax.compilation_cache`; ``BNPJAX_CACHE_DIR=off`` turns it off).
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
-from bnpjax.infer import ArvizSpec, SamplingAlgorithm, VariationalAlgorithm, fit, run, sample
+from bnpjax import compilation_cache
+
+# before anything below compiles a program
+compilation_cache._enable_on_import()
+
+from bnpjax.infer import (  # noqa: E402
+    ArvizSpec,
+    SamplingAlgorithm,
+    VariationalAlgorithm,
+    fit,
+    run,
+    sample,
+)
 
 try:
     __version__ = version("bnpjax")

@@ -39,6 +39,20 @@ extensions = [
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+
+# the notebooks (notebooks/*.ipynb) are rendered with the outputs they are committed with, never
+# executed here: myst-nb (the docs extra) replaces myst-parser when it is installed; without it
+# the notebooks page only lists them (see _notebook_pages below)
+try:
+    import myst_nb  # noqa: F401
+
+    extensions[extensions.index("myst_parser")] = "myst_nb"
+    source_suffix.update({".md": "myst-nb", ".ipynb": "myst-nb"})
+    nb_execution_mode = "off"
+    nb_merge_streams = True
+    RENDER_NOTEBOOKS = True
+except ImportError:
+    RENDER_NOTEBOOKS = False
 root_doc = "index"
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "requirements.txt"]
 
@@ -81,6 +95,7 @@ API_PACKAGES = [
     ("bnpjax.datasets", True),
     ("bnpjax.testing", True),
     ("bnpjax.metrics", False),
+    ("bnpjax.compilation_cache", False),
     ("bnpjax.fm", False),  # the myFM-style estimators, while they live there
 ]
 
@@ -233,3 +248,49 @@ def generate_api(out=HERE / "api" / "generated"):
 
 
 API_PAGES = generate_api()
+
+
+# --- the notebooks --------------------------------------------------------------------------
+
+
+def _notebook_title(path):
+    """The first heading of a notebook's first Markdown cell (its file name if none)."""
+    import json
+
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "markdown":
+            for line in "".join(cell["source"]).splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return path.stem
+
+
+def _notebook_pages(source=HERE.parent / "notebooks", out=HERE / "notebooks"):
+    """``docs/notebooks/``: a copy of every notebook and an index page of them (generated, not
+    committed); without myst-nb the index lists them without rendering them."""
+    import shutil
+
+    notebooks = sorted(source.glob("*.ipynb"))
+    out.mkdir(exist_ok=True)
+    for stale in out.glob("*.ipynb"):
+        if not RENDER_NOTEBOOKS or not (source / stale.name).exists():
+            stale.unlink()
+    lines = [
+        "# Notebooks\n",
+        "Worked examples, each run top to bottom on a CPU and shown with its outputs as committed "
+        "(the test suite re-executes every one with shorter settings). They live in the "
+        "repository's `notebooks/` folder; download one and run it in Jupyter.\n",
+    ]
+    if RENDER_NOTEBOOKS:
+        for path in notebooks:
+            target = out / path.name
+            if not target.exists() or target.read_bytes() != path.read_bytes():
+                shutil.copyfile(path, target)
+        lines += ["```{toctree}", ":maxdepth: 1", ""] + [p.stem for p in notebooks] + ["```"]
+    else:
+        lines += [f"- `notebooks/{p.name}`: {_notebook_title(p)}" for p in notebooks]
+        lines += ["", "(This build lacks myst-nb, which renders them: install the docs extra.)"]
+    _write(out / "index.md", "\n".join(lines) + "\n")
+
+
+_notebook_pages()

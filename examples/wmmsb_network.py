@@ -18,7 +18,7 @@ from bnpjax.models import wmmsb
 
 def main():
     net = load_network("fb_uc")
-    N = net.n_nodes
+    N = net.num_nodes
     rng = np.random.default_rng(0)
 
     def key(a, b):

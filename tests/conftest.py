@@ -2,6 +2,7 @@
 
 import gc
 import os
+import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The suite is bound by XLA compile time: most tests compile a kernel once and run it for a
@@ -12,6 +13,13 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 _flags = os.environ.get("XLA_FLAGS", "")
 if "xla_backend_optimization_level" not in _flags:
     os.environ["XLA_FLAGS"] = (_flags + " --xla_backend_optimization_level=1").strip()
+
+# compiled programs on disk, shared by the workers and by the CLI and example subprocesses: a
+# module that compiles what an earlier one compiled (the caches are cleared between modules,
+# below) loads it instead; kept out of the user's own cache folder
+os.environ.setdefault(
+    "BNPJAX_CACHE_DIR", os.path.join(tempfile.gettempdir(), "bnpjax-test-compilation-cache")
+)
 
 import jax  # noqa: E402  (after the environment above)
 
@@ -32,3 +40,9 @@ def _release_compiled_programs():
     clear_compile_cache()
     jax.clear_caches()
     gc.collect()
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per core, at most four (each worker holds its own JAX runtime and
+    compiled programs, about 1-2 GB)."""
+    return max(1, min(4, os.cpu_count() or 1))

@@ -13,7 +13,7 @@ PACKAGE_DIR = pathlib.Path(bnpjax.__file__).parent
 #: any lower layer. Facades (rank 4) may use each other.
 RANK = {
     "ops": 0,
-    "_checks": 1,
+    "compilation_cache": 0,
     "infer": 1,
     "priors": 2,
     "testing": 2,
@@ -121,3 +121,14 @@ def test_no_import_cycle():
         if node not in state:
             visit(node)
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_tests_mirror_the_package():
+    """Every test folder is named after a subpackage of bnpjax (the Geweke rows and the
+    recorded draws, the two tables, excepted), so a module's tests are found by its path."""
+    tests = pathlib.Path(__file__).parent
+    package = tests.parent / "bnpjax"
+    tables = {"geweke_cases", "reference"}
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith("__")}
+    strays = sorted(folders - tables - {p.name for p in package.iterdir() if p.is_dir()})
+    assert not strays, f"test folders with no bnpjax subpackage of that name: {strays}"

@@ -4,20 +4,23 @@
 
     bnpjax --version
     bnpjax demo [MODEL]                  # end-to-end run on generated data
-    bnpjax fit MODEL --data PATH --out result.nc [options]
+    bnpjax fit MODEL --data PATH [--out bnpjax_fit_MODEL.nc] [options]
     bnpjax fit fm --train ratings.csv --test ratings_test.csv --rank 10
     bnpjax fit ilfm --data edges.tsv [--undirected] [--mode single] [--init cluster]
 
 Each model's demo and fit live in a module of their own (``bnpjax.cli.<model>``), listed in
-:data:`bnpjax.cli.registry.MODELS`; the parser is built from that registry. Errors in
-arguments or data files print one line on stderr and exit with status 2, without traceback.
+:data:`bnpjax.cli.registry.MODELS`; the parser is built from that registry. Every
+``--help`` shows the defaults. Errors in arguments or data files print one line on stderr,
+``bnpjax: error: ...``, and exit with status 2, without traceback; the output path is checked
+before the fit.
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
 
-from bnpjax.cli.output import UsageError, report_error
+from bnpjax.cli.output import UsageError, check_writable, report_error
 from bnpjax.cli.parser import build_parser, check_sampling
 from bnpjax.cli.registry import MODELS, load, load_all
 
@@ -26,9 +29,28 @@ __all__ = ["MODELS", "UsageError", "main"]
 _SAMPLING = ("num_samples", "num_warmup", "num_chains")
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """Convergence warnings as one plain line (not the source line that raised them)."""
+    from bnpjax.infer.diagnostics import ConvergenceWarning
+
+    if issubclass(category, ConvergenceWarning):
+        print(f"bnpjax: warning: {' '.join(str(message).split())}", file=file or sys.stderr)
+    else:
+        _SHOW_WARNING(message, category, filename, lineno, file, line)
+
+
+_SHOW_WARNING = warnings.showwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bnpjax`` command; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     try:
         parser = build_parser(load_all())
         args = parser.parse_args(argv)
@@ -41,16 +63,16 @@ def main(argv: list[str] | None = None) -> int:
             for name, value in zip(_SAMPLING, commands.DEMO_DEFAULTS, strict=True):
                 if getattr(args, name) is None:
                     setattr(args, name, value)
+            check_writable(args.out_dir, "--out-dir", folder=True)
             return commands.demo(args)
         if args.model is None:
             raise UsageError(f"fit: choose a model: {', '.join(sorted(MODELS))}")
+        check_writable(args.out, "--out")
         return load(args.model).fit(args)
-    except UsageError as err:
+    except (UsageError, ValueError, OSError) as err:
         return report_error(str(err))
-    except (ValueError, OSError) as err:
-        return report_error(str(err), prefix="bnpjax: error: ")
     except FloatingPointError as err:  # a chain turned non-finite: nothing is written
-        report_error(str(err), prefix="bnpjax: failed: ")
+        print(" ".join(f"bnpjax: failed: {err}".split()), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("bnpjax: interrupted", file=sys.stderr)

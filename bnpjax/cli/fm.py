@@ -8,14 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bnpjax.cli.inputs import read_table
+from bnpjax.cli.inputs import add_header_argument, add_id_arguments, read_table, zero_based
 from bnpjax.cli.output import UsageError, summary, write_idata, write_with_trace
 from bnpjax.cli.parser import sample
 
 DEMO_HELP = "Bayesian factorization machine on generated ratings"
-FIT_HELP = "Bayesian FM on a ratings CSV (user, item, rating; ids from 0)"
-DEMO_DEFAULTS = (150, 100, 2)
+FIT_HELP = "Bayesian FM on a ratings CSV (user, item, target)"
+DEMO_DEFAULTS = (500, 100, 4)
 DATA_ALIASES = ("--train",)
+DATA_HELP = "training CSV: user id, item id and a target column (ids from 0, or --one-based)"
 
 _LIKELIHOODS = {"regression": "gaussian", "classification": "probit", "ordinal": "ordinal"}
 
@@ -59,74 +60,126 @@ def demo(args) -> int:
     print(f"test RMSE against the ratings: {rmse_y:.3f} (noise floor 0.5)")
     print(f"test RMSE against the noiseless signal: {rmse_truth:.3f}")
     print(f"posterior noise sd: {noise_sd.mean():.3f} +- {noise_sd.std():.3f} (truth 0.5)")
-    nc, png = write_with_trace(idata, Path(args.out_dir) / "bnpjax_demo_fm", ["b", "noise_var"])
+    nc, png = write_with_trace(
+        idata,
+        Path(args.out_dir) / "bnpjax_demo_fm",
+        ["b", "noise_var"],
+        truth={"b": 3.0, "noise_var": 0.25},
+        title="factorization machine: global bias b and noise variance",
+    )
     print(f"total {time.perf_counter() - start:.1f} s")
     print(f"wrote {nc} and {png}")
     return 0
 
 
 def add_fit_arguments(parser) -> None:
-    parser.add_argument("--test", help="held-out ratings CSV with the same columns")
-    parser.add_argument("--rank", type=int, default=10)
-    parser.add_argument("--task", choices=list(_LIKELIHOODS), default="regression")
-    parser.add_argument("--target", default=None, help="target column (default: the third)")
+    parser.add_argument(
+        "--test", help="held-out CSV with the same columns: a test metric is printed"
+    )
+    parser.add_argument("--rank", type=int, default=10, help="dimension of the factors V")
+    parser.add_argument(
+        "--task",
+        choices=list(_LIKELIHOODS),
+        default="regression",
+        help="regression: Gaussian; classification: probit on 0/1 targets; ordinal: ordered "
+        "probit on integer levels",
+    )
+    parser.add_argument(
+        "--target",
+        default=None,
+        help="target column, a name or a number from 1 (default: the third)",
+    )
+    add_id_arguments(parser)
+    add_header_argument(parser)
 
 
 def _read_ratings(args):
-    """The training table, the test table (or None) and the target column."""
-    header, train = read_table(args.data)
-    if train.shape[1] < 3:
-        raise UsageError("--train: needs columns user, item and a target (with a header)")
-    j = 2 if args.target is None else header.index(args.target) if args.target in header else -1
-    if j < 0:
-        raise UsageError(f"--target: no column {args.target!r} in {args.data} (has {header})")
-    test = None
+    """The training and test tables (test None), their 0-based (user, item) ids, the target
+    column."""
+    header = False if args.no_header else None
+    train = read_table(args.data, "--train", header=header)
+    if len(train.columns) < 3:
+        raise UsageError("--train: needs columns user, item and a target")
+    j = 2 if args.target is None else train.index(args.target, "--target")
+    tables = [train]
     if args.test:
-        test_header, test = read_table(args.test)
-        if test_header != header:
-            raise UsageError(f"--test: columns {test_header} differ from --train's {header}")
-    for table, name in ((train, "--train"), (test, "--test")):
-        if table is None:
-            continue
-        ids = table[:, :2]
-        if not np.all(np.isfinite(ids)) or np.any(ids != np.round(ids)) or np.any(ids < 0):
-            raise UsageError(f"{name}: user and item ids must be non-negative integers")
-        if not np.all(np.isfinite(table[:, j])):
-            raise UsageError(f"{name}: the target column has missing values")
-    return train, test, j
+        tables.append(read_table(args.test, "--test", header=header))
+        if tables[1].columns != train.columns:
+            raise UsageError(f"--test: columns {tables[1].columns} differ from --train's")
+    ids = zero_based(tables, [0, 1], args)
+    for table in tables:
+        table.require_present([j], "is a missing target")
+    return tables, ids, j
+
+
+def _check_targets(tables, j, likelihood):
+    """Class labels 0/1 (probit) or integer levels from the training minimum (ordinal), cell
+    by cell; returns that minimum (ordinal levels count from it) or 0."""
+    if likelihood == "probit":
+        for table in tables:
+            table.require(np.isin(table.values[:, j], (0, 1)), [j], "is not a class label 0 or 1")
+    if likelihood != "ordinal":
+        return 0.0
+    low = float(tables[0].values[:, j].min())
+    for table in tables:
+        y = table.values[:, j]
+        table.require(
+            (y == np.round(y)) & (y >= low), [j], f"is not a level (an integer >= {low:g})"
+        )
+    levels = np.unique(tables[0].values[:, j])
+    if levels.size != levels[-1] - levels[0] + 1:
+        missing = sorted(set(range(int(levels[0]), int(levels[-1]) + 1)) - set(levels))
+        raise UsageError(
+            f"--task ordinal: the target takes the levels {levels.tolist()[:10]}, with gaps "
+            f"(never {missing[:10]}); an ordinal target takes consecutive integers: renumber "
+            "the levels, or use --task regression"
+        )
+    return low
+
+
+def _test_metric(idata, likelihood, y_test) -> str:
+    """The held-out metric of the task, from the traced test predictions ``yhat_test``."""
+    from scipy.special import ndtr
+
+    from bnpjax.metrics import rmse, roc_auc
+
+    latent = idata.sample_stats["yhat_test"].values  # (chain, draw, n_test)
+    if likelihood == "gaussian":
+        return f"test RMSE: {rmse(y_test, latent.mean((0, 1))):.4f}"
+    if likelihood == "probit":
+        p = ndtr(latent).mean((0, 1))
+        accuracy = np.mean((p > 0.5) == (y_test > 0.5))
+        auc = f"{roc_auc(y_test, p):.4f}" if 0 < y_test.sum() < len(y_test) else "n/a (one class)"
+        return f"test accuracy: {accuracy:.4f}, AUC: {auc}"
+    cut = idata.posterior["cutpoints"].values  # (chain, draw, L - 1)
+    below = ndtr(cut[..., None, :] - latent[..., None])  # P(y <= k), (chain, draw, n, L - 1)
+    cdf = below.mean((0, 1))
+    median = (cdf < 0.5).sum(-1)  # the predictive median level, the MAE-optimal guess
+    probs = np.diff(np.concatenate([np.zeros((len(y_test), 1)), cdf, np.ones((len(y_test), 1))], 1))
+    accuracy = np.mean(probs.argmax(-1) == y_test)
+    return f"test MAE: {np.mean(np.abs(median - y_test)):.4f}, accuracy: {accuracy:.4f}"
 
 
 def fit(args) -> int:
     from bnpjax.models import fm
 
-    train, test, j = _read_ratings(args)
-    tables = [train] if test is None else [train, test]
-    num_users = int(max(t[:, 0].max() for t in tables)) + 1
-    num_items = int(max(t[:, 1].max() for t in tables)) + 1
+    tables, ids, j = _read_ratings(args)
+    num_users = int(max(i[:, 0].max() for i in ids)) + 1
+    num_items = int(max(i[:, 1].max() for i in ids)) + 1
 
-    def design(table):
-        users, items = table[:, 0].astype(int), table[:, 1].astype(int)
-        return _ratings_design(users, items, num_users, num_items)
+    def design(pairs):
+        return _ratings_design(pairs[:, 0], pairs[:, 1], num_users, num_items)
 
     likelihood = _LIKELIHOODS[args.task]
-    y = train[:, j]
-    if likelihood == "ordinal":
-        levels = np.unique(y)
-        if levels.size != levels[-1] - levels[0] + 1 or np.any(levels != np.round(levels)):
-            missing = sorted(set(range(int(levels[0]), int(levels[-1]) + 1)) - set(levels))
-            raise UsageError(
-                f"--task ordinal: the target takes the levels {levels.tolist()[:10]}, with gaps "
-                f"(never {missing[:10]}); an ordinal target takes consecutive integers: "
-                "renumber the levels, or use --task regression"
-            )
-        y = y - float(y.min())
-    data = fm.make_data(design(train), y, likelihood=likelihood)
-    test_kw = {} if test is None else _test_arguments(design(test))
+    low = _check_targets(tables, j, likelihood)
+    y = tables[0].values[:, j] - low
+    y_test = tables[1].values[:, j] - low if len(tables) > 1 else None
+    data = fm.make_data(design(ids[0]), y, likelihood=likelihood)
+    test_kw = {} if y_test is None else _test_arguments(design(ids[1]))
     idata = sample(fm.gibbs(data, rank=args.rank, likelihood=likelihood, **test_kw), args)
     print(summary(idata, ["b", "noise_var"] if likelihood == "gaussian" else ["b"]).to_string())
-    if test is not None and likelihood == "gaussian":
-        yhat = idata.sample_stats["yhat_test"].mean(("chain", "draw")).values
-        print(f"test RMSE: {np.sqrt(np.mean((yhat - test[:, j]) ** 2)):.4f}")
+    if y_test is not None:
+        print(_test_metric(idata, likelihood, y_test))
     out = write_idata(idata, args.out)
     print(f"wrote {out} ({num_users} users, {num_items} items, {len(y)} training rows)")
     return 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bnpjax.cli.inputs import read_table
+from bnpjax.cli.inputs import add_header_argument, read_table
 from bnpjax.cli.output import save_figure, summary, timing, write_idata
 from bnpjax.cli.parser import sample
 
@@ -16,6 +16,7 @@ DEMO_HELP = "IBP linear-Gaussian latent features on 'bars', both samplers"
 FIT_HELP = "IBP latent features of a numeric CSV (rows = objects)"
 DEMO_DEFAULTS = (300, 300, 2)
 DATA_ALIASES = ()
+DATA_HELP = "CSV with one object per row (e.g. one image's pixels); empty cells are imputed"
 
 _SAMPLERS = ("collapsed", "parallel")
 
@@ -78,15 +79,25 @@ def demo(args) -> int:
 
 
 def add_fit_arguments(parser) -> None:
-    parser.add_argument("--sampler", choices=list(_SAMPLERS), default="collapsed")
+    parser.add_argument(
+        "--sampler",
+        choices=list(_SAMPLERS),
+        default="collapsed",
+        help="collapsed: row by row with A integrated out (Griffiths and Ghahramani); "
+        "parallel: all rows at once given A (the fast one on a GPU)",
+    )
     parser.add_argument("--kappa", type=int, default=10, help="max new features per row")
-    parser.add_argument("--capacity", type=int, default=16, help="initial feature buffer")
+    parser.add_argument(
+        "--capacity", type=int, default=16, help="initial feature buffer (grows when full)"
+    )
+    add_header_argument(parser)
 
 
 def fit(args) -> int:
     from bnpjax.models import ibp_lg
 
-    header, values = read_table(args.data)
+    table = read_table(args.data, header=False if args.no_header else None)
+    header, values = table.columns, table.values
     mask = np.isfinite(values)
     data = ibp_lg.make_data(values, mask)
     idata = sample(_factory(args.sampler)(data, kappa=args.kappa, capacity=args.capacity), args)

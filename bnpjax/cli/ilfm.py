@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bnpjax.cli.inputs import add_header_argument, add_id_arguments, read_table, zero_based
 from bnpjax.cli.output import UsageError, save_figure, summary, write_idata, write_with_trace
 from bnpjax.cli.parser import sample
 from bnpjax.infer.checks import check_allocation
@@ -16,6 +17,10 @@ DEMO_HELP = "latent feature relational model: link prediction on a planted netwo
 FIT_HELP = "ILFM link prediction on an edge list or adjacency file"
 DEMO_DEFAULTS = (300, 200, 2)
 DATA_ALIASES = ()
+DATA_HELP = (
+    "edge list (rows 'source target [relation]', ids from 0 or --one-based) or adjacency "
+    "file (see --format)"
+)
 
 
 def demo(args) -> int:
@@ -38,9 +43,21 @@ def demo(args) -> int:
     print(f"held-out AUC {auc:.3f} (the true link probabilities give {best:.3f})")
     print(f"features: {k_plus.mean():.2f} on average (3 planted)")
     stem = Path(args.out_dir) / "bnpjax_demo_ilfm"
-    nc, png = write_with_trace(idata, stem, ["num_features", "alpha"])
+    nc, png = write_with_trace(
+        idata,
+        stem,
+        ["num_features", "alpha"],
+        truth={"num_features": 3},
+        title="ILFM: number of features K+ and IBP concentration alpha",
+    )
     links_png = save_figure(
-        stem.parent / f"{stem.name}_links.png", plot_links, Y[0], probabilities[0]
+        stem.parent / f"{stem.name}_links.png",
+        plot_links,
+        Y[0],
+        probabilities[0],
+        heldout=held[0],
+        truth=truth[0],
+        title=f"ILFM, relation 0 of 3: held-out AUC {auc:.3f} (true probabilities {best:.3f})",
     )
     print(f"total {time.perf_counter() - start:.1f} s")
     print(f"wrote {nc}, {png} and {links_png}")
@@ -50,18 +67,37 @@ def demo(args) -> int:
 def add_fit_arguments(parser) -> None:
     parser.add_argument(
         "--format", choices=["edges", "adjacency"], default=None,
-        help="edges: rows 'source target [relation]' (ids from 0), every pair not listed is "
-        "an observed 0; adjacency: an (N, N) text matrix or an (N, N) / (R, N, N) .npy array "
-        "with NaN where unobserved (default: adjacency for .npy, else edges)",
+        help="edges: rows 'source target [relation]', every pair not listed is an observed 0; "
+        "adjacency: an (N, N) text matrix or an (N, N) / (R, N, N) .npy array with NaN where "
+        "unobserved (default: adjacency for .npy, else edges)",
     )  # fmt: skip
-    parser.add_argument("--num-entities", type=int, default=None, help="default: largest id + 1")
-    parser.add_argument("--undirected", action="store_true", help="edges hold in both directions")
-    parser.add_argument("--mode", choices=["global", "single"], default="global")
-    parser.add_argument("--capacity", type=int, default=16)
-    parser.add_argument("--init", choices=["random", "cluster"], default="random")
     parser.add_argument(
-        "--init-features", type=int, default=None, help="features at the start (10, single 4)"
+        "--num-entities", type=int, default=None, help="entities (default: largest id + 1)"
     )
+    parser.add_argument("--undirected", action="store_true", help="edges hold in both directions")
+    parser.add_argument(
+        "--mode",
+        choices=["global", "single"],
+        default="global",
+        help="global: one feature matrix for every relation; single: one model per relation",
+    )
+    parser.add_argument(
+        "--capacity", type=int, default=16, help="initial feature buffer (grows when full)"
+    )
+    parser.add_argument(
+        "--init",
+        choices=["random", "cluster"],
+        default="random",
+        help="starting features: random, or k-means clusters of the link rows",
+    )
+    parser.add_argument(
+        "--init-features",
+        type=int,
+        default=None,
+        help="features at the start (default: 10, or 4 in single mode with one relation)",
+    )
+    add_id_arguments(parser, "entity ids (and relation ids)")
+    add_header_argument(parser)
 
 
 def _read_links(args) -> np.ndarray:
@@ -69,26 +105,29 @@ def _read_links(args) -> np.ndarray:
     path = args.data
     fmt = args.format or ("adjacency" if path.endswith(".npy") else "edges")
     if fmt == "adjacency":
-        Y = np.load(path) if path.endswith(".npy") else np.loadtxt(path, ndmin=2)
-        return np.asarray(Y, float)
-    try:
-        edges = np.loadtxt(path, ndmin=2, comments="#", delimiter=None)
-    except ValueError as err:
-        raise UsageError(f"--data: {path} is not a numeric edge list: {err}") from err
-    if edges.shape[1] not in (2, 3) or not np.all(edges == np.round(edges)) or np.any(edges < 0):
-        raise UsageError("--data: an edge list has 2 or 3 columns of non-negative integer ids")
-    edges = edges.astype(np.int64)
-    N = int(edges[:, :2].max()) + 1 if args.num_entities is None else args.num_entities
-    if edges[:, :2].max() >= N:
+        if path.endswith(".npy"):
+            return np.asarray(np.load(path), float)
+        return read_table(path, header=False if args.no_header else None).values
+    table = read_table(path, header=False if args.no_header else None)
+    if len(table.columns) not in (2, 3):
+        raise UsageError("--data: an edge list has 2 or 3 columns: source, target [, relation]")
+    (pairs,) = zero_based([table], [0, 1], args)
+    if len(table.columns) == 3:
+        low = 1 if args.one_based else 0
+        table.require_integers([2], low, f"is not a relation id (an integer from {low})")
+        relation = table.values[:, 2].astype(np.int64) - low
+    else:
+        relation = np.zeros(len(pairs), np.int64)
+    N = int(pairs.max()) + 1 if args.num_entities is None else args.num_entities
+    if pairs.max() >= N:
         raise UsageError(f"--num-entities {N} is smaller than the largest id + 1")
-    relation = edges[:, 2] if edges.shape[1] == 3 else np.zeros(len(edges), np.int64)
     shape = (int(relation.max()) + 1, N, N)
     # the links, their mask and the model's copy of both: refuse before allocating
     check_allocation(shape, np.float64, f"--data (ids up to {N - 1})", copies=4)
     Y = np.zeros(shape)
-    Y[relation, edges[:, 0], edges[:, 1]] = 1.0
+    Y[relation, pairs[:, 0], pairs[:, 1]] = 1.0
     if args.undirected:
-        Y[relation, edges[:, 1], edges[:, 0]] = 1.0
+        Y[relation, pairs[:, 1], pairs[:, 0]] = 1.0
     return Y
 
 

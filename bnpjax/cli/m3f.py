@@ -8,14 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bnpjax.cli.inputs import read_table
-from bnpjax.cli.output import UsageError, write_idata, write_with_trace
+from bnpjax.cli.inputs import add_header_argument, add_id_arguments, read_table, zero_based
+from bnpjax.cli.output import UsageError, save_figure, write_idata
 from bnpjax.cli.parser import sample
 
 DEMO_HELP = "Gibbs max-margin matrix factorization on generated ordinal ratings"
-FIT_HELP = "Gibbs M3F / iPM3F on ordinal ratings (user, item, rating; ids from 0)"
+FIT_HELP = "Gibbs M3F / iPM3F on ordinal ratings (user, item, rating)"
 DEMO_DEFAULTS = (100, 50, 2)
 DATA_ALIASES = ()
+DATA_HELP = "training CSV: user id, item id, rating 1..L (ids from 0, or --one-based)"
 
 
 def _run(train, test, num_users, num_items, args, num_levels=5):
@@ -45,6 +46,7 @@ def _run(train, test, num_users, num_items, args, num_levels=5):
 def demo(args) -> int:
     from bnpjax.datasets import ordinal_ratings
     from bnpjax.metrics import nmae_uniform
+    from bnpjax.plots import plot_thresholds
 
     start = time.perf_counter()
     sim = ordinal_ratings(args.seed, num_users=150, num_items=120, rank=3, num_levels=5)
@@ -55,15 +57,29 @@ def demo(args) -> int:
     train = (users[~test], items[~test], levels[~test])
     idata, predicted = _run(train, (users[test], items[test]), 150, 120, args)
     print(f"test NMAE {nmae_uniform(levels[test], predicted, num_levels=5):.4f} (guessing: 1)")
-    nc, png = write_with_trace(idata, Path(args.out_dir) / "bnpjax_demo_m3f", ["theta"])
+    out = Path(args.out_dir)
+    nc = write_idata(idata, out / "bnpjax_demo_m3f.nc")
+    png = save_figure(
+        out / "bnpjax_demo_m3f_thresholds.png",
+        plot_thresholds,
+        idata,
+        title="Gibbs M3F: user thresholds",
+    )
     print(f"total {time.perf_counter() - start:.1f} s")
     print(f"wrote {nc} and {png}")
     return 0
 
 
 def add_fit_arguments(parser) -> None:
-    parser.add_argument("--test", help="held-out ratings CSV (user, item, rating)")
-    parser.add_argument("--sampler", choices=["m3f", "ipm3f"], default="m3f")
+    parser.add_argument(
+        "--test", help="held-out CSV (user, item, rating): the test NMAE is printed"
+    )
+    parser.add_argument(
+        "--sampler",
+        choices=["m3f", "ipm3f"],
+        default="m3f",
+        help="m3f: Gibbs M3F with a fixed rank; ipm3f: its nonparametric version (IBP features)",
+    )
     parser.add_argument(
         "--feature-step",
         choices=["sequential", "parallel"],
@@ -71,27 +87,34 @@ def add_fit_arguments(parser) -> None:
         help="iPM3F: the authors' user-by-user feature sweep, or the row-parallel one",
     )
     parser.add_argument("--item-bias", action="store_true", help="M3F: an item bias in every score")
-    parser.add_argument("--rank", type=int, default=10)
+    parser.add_argument("--rank", type=int, default=10, help="M3F: number of latent factors")
     parser.add_argument("--C", type=float, default=0.1, help="regularization constant")
     parser.add_argument("--margin", type=float, default=9.0, help="hinge margin ell")
+    add_id_arguments(parser)
+    add_header_argument(parser)
 
 
 def fit(args) -> int:
     from bnpjax.metrics import nmae_uniform
 
-    tables = [read_table(args.data)[1]] + ([read_table(args.test)[1]] if args.test else [])
+    header = False if args.no_header else None
+    tables = [read_table(args.data, header=header)]
+    if args.test:
+        tables.append(read_table(args.test, "--test", header=header))
     for table in tables:
-        if table.shape[1] < 3 or not np.all(np.isfinite(table[:, :3])):
-            raise UsageError("--data/--test: need columns user, item, rating without gaps")
-    ids = np.concatenate([t[:, :2] for t in tables]).astype(int)
-    num_users, num_items = int(ids[:, 0].max()) + 1, int(ids[:, 1].max()) + 1
-    num_levels = max(int(max(t[:, 2].max() for t in tables)), 2)
-    train = tuple(tables[0][:, c] for c in range(3))
-    test = tuple(tables[-1][: None if args.test else 1, c].astype(int) for c in range(2))
+        if len(table.columns) < 3:
+            raise UsageError(f"{table.option}: needs columns user, item and rating")
+        table.require_integers([2], 1, "is not a rating level (an integer from 1)")
+    ids = zero_based(tables, [0, 1], args)
+    pairs = np.concatenate(ids)
+    num_users, num_items = int(pairs[:, 0].max()) + 1, int(pairs[:, 1].max()) + 1
+    num_levels = max(int(max(t.values[:, 2].max() for t in tables)), 2)
+    train = (ids[0][:, 0], ids[0][:, 1], tables[0].values[:, 2])
+    test = (ids[-1][: None if args.test else 1, 0], ids[-1][: None if args.test else 1, 1])
     idata, predicted = _run(train, test, num_users, num_items, args, num_levels)
     write_idata(idata, args.out)
     if args.test:
-        nmae = nmae_uniform(tables[1][:, 2], predicted, num_levels=num_levels)
+        nmae = nmae_uniform(tables[1].values[:, 2], predicted, num_levels=num_levels)
         print(f"test NMAE {nmae:.4f}")
     print(f"wrote {args.out} ({num_users} users, {num_items} items)")
     return 0

@@ -3,13 +3,17 @@ the summary table, the written InferenceData and figures, the timing line."""
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 __all__ = [
     "EXIT_USAGE",
+    "PREFIX",
     "UsageError",
+    "check_writable",
     "report_error",
     "save_figure",
     "summary",
@@ -20,24 +24,73 @@ __all__ = [
 
 #: exit status of a bad argument or data file
 EXIT_USAGE = 2
+#: the start of every error line
+PREFIX = "bnpjax: error: "
 
 
 class UsageError(Exception):
     """A bad argument or input file: reported as one line, exit status 2."""
 
 
-def report_error(message: str, *, prefix: str = "") -> int:
-    """Print ``message`` on stderr as one line (whitespace collapsed); return exit status 2."""
-    print(" ".join(f"{prefix}{message}".split()), file=sys.stderr)
+def report_error(message: str) -> int:
+    """Print ``bnpjax: error: message`` on stderr as one line (whitespace collapsed); return
+    exit status 2."""
+    print(" ".join(f"{PREFIX}{message}".split()), file=sys.stderr)
     return EXIT_USAGE
 
 
-def summary(idata, var_names: Sequence[str] | None = None):
-    """ArviZ's summary (mean, sd, 94% HDI, bulk and tail ESS, R-hat) as a DataFrame."""
-    from bnpjax.infer.arviz_adapter import _arviz
+def check_writable(path: str | Path, option: str, *, folder: bool = False) -> Path:
+    """Check before a fit that ``path`` (a file, or a folder with ``folder``) can be written:
+    its nearest existing folder must be a folder we can create files in. Raises
+    :class:`UsageError` naming ``option``; creates nothing."""
+    path = Path(path)
+    if path.is_dir() and not folder:
+        raise UsageError(f"{option}: {path} is a folder; give a file name ending in .nc")
+    if path.exists() and folder and not path.is_dir():
+        raise UsageError(f"{option}: {path} is a file, not a folder")
+    existing = path if folder else path.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{option}: cannot create {path}: {existing} is a file, not a folder")
+    try:  # os.access says yes to root even on a read-only file system: try a file
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise UsageError(f"{option}: cannot write to {existing} ({reason})") from err
+    if path.is_file() and not os.access(path, os.W_OK):
+        raise UsageError(f"{option}: {path} exists and is read-only")
+    return path
 
-    table = _arviz().summary(idata, var_names=var_names, kind="all", round_to=4)
-    return table[["mean", "sd", "hdi_3%", "hdi_97%", "ess_bulk", "ess_tail", "r_hat"]]
+
+def summary(idata, var_names: Sequence[str] | None = None):
+    """ArviZ's summary (mean, sd, 94% HDI, bulk and tail ESS, R-hat) as a DataFrame whose
+    ``to_string()`` ends with the convergence lines of these variables in plain words
+    (:func:`bnpjax.infer.diagnostics.check_convergence`; also in ``attrs["convergence"]``)."""
+    import pandas as pd
+
+    from bnpjax.infer.arviz_adapter import backend, import_arviz
+    from bnpjax.infer.diagnostics import check_convergence
+
+    class SummaryTable(pd.DataFrame):
+        def to_string(self, *args, **kwargs):
+            text = super().to_string(*args, **kwargs)
+            lines = self.attrs.get("convergence", ())
+            return text if text is None or not lines else "\n".join([text, *lines])
+
+    columns = ["mean", "sd", "hdi_3%", "hdi_97%", "ess_bulk", "ess_tail", "r_hat"]
+    if backend() == "1":  # the ArviZ 1.x line: arviz_stats, its own names for the interval
+        import arviz_stats
+
+        table = arviz_stats.summary(
+            idata, var_names=var_names, kind="all", ci_kind="hdi", ci_prob=0.94, round_to=4
+        ).rename(columns={"hdi94_lb": "hdi_3%", "hdi94_ub": "hdi_97%"})
+    else:
+        table = import_arviz().summary(idata, var_names=var_names, kind="all", round_to=4)
+    table = SummaryTable(table[columns])
+    table.attrs["convergence"] = check_convergence(idata, var_names, warn=False).lines()
+    return table
 
 
 def write_idata(idata, path: str | Path) -> Path:
@@ -64,12 +117,22 @@ def save_figure(path: str | Path, plot: Callable, *args, **kwargs) -> Path:
     return path
 
 
-def write_with_trace(idata, stem: Path, var_names=None) -> tuple[Path, Path]:
-    """``stem.nc`` and the trace plot ``stem_trace.png`` of ``var_names``."""
+def write_with_trace(
+    idata, stem: Path, var_names=None, *, truth=None, title=None
+) -> tuple[Path, Path]:
+    """``stem.nc`` and the trace plot ``stem_trace.png`` of ``var_names`` (with the ``truth``
+    and ``title`` of :func:`bnpjax.plots.plot_trace`)."""
     from bnpjax.plots import plot_trace
 
     nc = write_idata(idata, stem.with_suffix(".nc"))
-    png = save_figure(stem.parent / f"{stem.name}_trace.png", plot_trace, idata, var_names)
+    png = save_figure(
+        stem.parent / f"{stem.name}_trace.png",
+        plot_trace,
+        idata,
+        var_names,
+        truth=truth,
+        title=title,
+    )
     return nc, png
 
 

@@ -10,26 +10,60 @@ from bnpjax.cli.output import UsageError
 from bnpjax.cli.registry import DEFAULT_DEMO, ModelCommands
 from bnpjax.infer.checks import MAX_SEED
 
-__all__ = ["CliParser", "add_sampling_arguments", "build_parser", "check_sampling", "sample"]
+__all__ = [
+    "CliParser",
+    "HelpFormatter",
+    "add_sampling_arguments",
+    "build_parser",
+    "check_sampling",
+    "sample",
+]
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default, except where the default is None (the help
+    says in words what happens then) or a flag's False."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
 
 
 class CliParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` that raises :class:`UsageError` (one line, exit status 2)
-    instead of printing the usage and exiting."""
+    """An ``ArgumentParser`` that shows defaults in ``--help`` and raises :class:`UsageError`
+    (one line, exit status 2) instead of printing the usage and exiting."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
-        raise UsageError(f"{self.prog}: {message}")
+        command = self.prog.removeprefix("bnpjax").strip()
+        raise UsageError(f"{command}: {message}" if command else message)
 
 
-def add_sampling_arguments(parser, *, samples=1000, warmup=500, chains=4, model_defaults=False):
-    """The shared sampling options; with ``model_defaults`` unset values stay None, to be
-    filled from the model's ``DEMO_DEFAULTS``."""
-    samples, warmup, chains = (None, None, None) if model_defaults else (samples, warmup, chains)
-    parser.add_argument("--num-samples", type=int, default=samples, help="kept draws per chain")
-    parser.add_argument("--num-warmup", type=int, default=warmup, help="warmup steps per chain")
-    parser.add_argument("--num-chains", type=int, default=chains)
-    parser.add_argument("--thin", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
+_SAMPLING_HELP = {
+    "num_samples": "kept draws per chain",
+    "num_warmup": "warmup steps per chain (not kept)",
+    "num_chains": "independent chains, run together",
+}
+
+
+def add_sampling_arguments(parser, *, samples=1000, warmup=500, chains=4, demo_defaults=None):
+    """The shared sampling options. With ``demo_defaults`` (model name -> the demo's
+    ``(num_samples, num_warmup, num_chains)``) unset values stay None, to be filled from the
+    model's ``DEMO_DEFAULTS``, and the help lists them."""
+    defaults = {"num_samples": samples, "num_warmup": warmup, "num_chains": chains}
+    for i, (name, text) in enumerate(_SAMPLING_HELP.items()):
+        default = defaults[name]
+        if demo_defaults is not None:
+            each = ", ".join(f"{model} {values[i]}" for model, values in demo_defaults.items())
+            text, default = f"{text} (default: the demo's own: {each})", None
+        option = "--" + name.replace("_", "-")
+        parser.add_argument(option, type=int, default=default, help=text)
+    parser.add_argument("--thin", type=int, default=1, help="keep every k-th draw")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random key")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -79,17 +113,23 @@ def build_parser(models: dict[str, ModelCommands]) -> CliParser:
         nargs="?",
         default=DEFAULT_DEMO,
         choices=sorted(models),
-        help=", ".join(f"{name}: {module.DEMO_HELP}" for name, module in models.items()),
+        help="; ".join(f"{name}: {module.DEMO_HELP}" for name, module in models.items()),
     )
     demo.add_argument("--out-dir", default=".", help="where to write the .nc and .png files")
-    add_sampling_arguments(demo, model_defaults=True)
+    add_sampling_arguments(
+        demo, demo_defaults={name: module.DEMO_DEFAULTS for name, module in models.items()}
+    )
 
     fit = commands.add_parser("fit", help="fit a model to a data file")
     subparsers = fit.add_subparsers(dest="model", parser_class=CliParser)
     for name, module in models.items():
         sub = subparsers.add_parser(name, help=module.FIT_HELP)
-        sub.add_argument("--data", *module.DATA_ALIASES, required=True, help="input file")
-        sub.add_argument("--out", default="result.nc", help="InferenceData output (.nc)")
+        sub.add_argument("--data", *module.DATA_ALIASES, required=True, help=module.DATA_HELP)
+        sub.add_argument(
+            "--out",
+            default=f"bnpjax_fit_{name}.nc",
+            help="where to write the InferenceData (netCDF); checked before the fit",
+        )
         module.add_fit_arguments(sub)
         add_sampling_arguments(sub)
     return parser

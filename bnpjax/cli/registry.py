@@ -26,6 +26,8 @@ class ModelCommands(Protocol):
     DEMO_DEFAULTS: tuple[int, int, int]
     #: extra spellings of ``--data`` (e.g. ``("--train",)``)
     DATA_ALIASES: tuple[str, ...]
+    #: the help of ``--data``: what the file holds
+    DATA_HELP: str
 
     def add_fit_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Add the model's own options to ``bnpjax fit MODEL``."""

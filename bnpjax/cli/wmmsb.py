@@ -14,6 +14,7 @@ DEMO_HELP = "weighted MMSB (CVB0) on a planted count network"
 FIT_HELP = "weighted MMSB by CVB0 on an edge list (source target [count]); --num-samples = passes"
 DEMO_DEFAULTS = (150, 0, 1)
 DATA_ALIASES = ()
+DATA_HELP = "edge list: rows 'source target [count]', any node labels, '#' comments"
 
 
 def _cvb0(network, args, heldout=None):
@@ -30,7 +31,7 @@ def _cvb0(network, args, heldout=None):
 
     weight = network.weight if args.likelihood != "bernoulli" else np.ones_like(network.weight)
     data = wmmsb.make_network(
-        network.n_nodes,
+        network.num_nodes,
         network.src,
         network.dst,
         weight,
@@ -79,7 +80,15 @@ def demo(args) -> int:
     print(f"held-out AUC-ROC: {roc_auc(Y[ti, tj] > 0, np.asarray(score)):.3f}")
     out = Path(args.out_dir)
     nc = write_idata(idata, out / "bnpjax_demo_wmmsb.nc")
-    png = save_figure(out / "bnpjax_demo_wmmsb.png", plot_memberships, theta, block)
+    png = save_figure(
+        out / "bnpjax_demo_wmmsb.png",
+        plot_memberships,
+        theta,
+        block,
+        true_blocks=sim["blocks"],
+        true_rates=sim["rates"],
+        title=f"WMMSB (CVB0) on a planted {K}-block network",
+    )
     print(f"total {time.perf_counter() - start:.1f} s")
     print(f"wrote {nc} and {png}")
     return 0
@@ -87,7 +96,13 @@ def demo(args) -> int:
 
 def add_fit_arguments(parser) -> None:
     parser.add_argument("--K", "--rank", type=int, default=10, help="number of classes")
-    parser.add_argument("--likelihood", choices=["bg", "nb", "bernoulli"], default="bg")
+    parser.add_argument(
+        "--likelihood",
+        choices=["bg", "nb", "bernoulli"],
+        default="bg",
+        help="bg: beta-geometric counts; nb: negative binomial counts; bernoulli: links only "
+        "(counts ignored)",
+    )
     parser.add_argument("--directed", action="store_true", help="edges are directed")
 
 
@@ -100,7 +115,13 @@ def fit(args) -> int:
     network = read_edge_list(args.data, directed=args.directed)
     _, _, idata, theta, block, loglik = _cvb0(network, args)
     out = write_idata(idata, args.out)
-    png = save_figure(out.with_suffix(".png"), plot_memberships, theta, block)
+    png = save_figure(
+        out.with_suffix(".png"),
+        plot_memberships,
+        theta,
+        block,
+        title=f"WMMSB (CVB0, K = {args.K}) on {network.name}",
+    )
     print(f"final mean training log-likelihood per pair: {float(loglik[-1]):.4f}")
-    print(f"wrote {out} and {png} ({network.n_nodes} nodes)")
+    print(f"wrote {out} and {png} ({network.num_nodes} nodes)")
     return 0

@@ -23,6 +23,7 @@ thesis corpus table: hep-th mean 5.24, sd 16.0, max 1226), and so do we.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -35,7 +36,7 @@ __all__ = ["NETWORKS", "Network", "load_network", "read_edge_list"]
 class Network(NamedTuple):
     """A weighted network as the loaders return it, one row per observed link.
 
-    ``name``: the data set (or file) name; ``n_nodes``: number of nodes ``N`` (isolated nodes
+    ``name``: the data set (or file) name; ``num_nodes``: number of nodes ``N`` (isolated nodes
     listed by the source included); ``src``, ``dst``: ``(L,)`` int64 0-based node ids of each
     link, ``src != dst`` (undirected links in either orientation; a pair listed twice is
     refused by ``make_network``); ``weight``: ``(L,)`` int64 counts ``>= 1`` (pairs not
@@ -45,12 +46,20 @@ class Network(NamedTuple):
     """
 
     name: str
-    n_nodes: int
+    num_nodes: int
     src: np.ndarray  # (L,) int64, 0-based
     dst: np.ndarray  # (L,) int64
     weight: np.ndarray  # (L,) int64 counts >= 1
     directed: bool
     labels: list[str]
+
+    @property
+    def n_nodes(self) -> int:
+        """Deprecated name of :attr:`num_nodes` (kept for one release)."""
+        warnings.warn(
+            "Network.n_nodes is deprecated: use Network.num_nodes", FutureWarning, stacklevel=2
+        )
+        return self.num_nodes
 
 
 #: name -> (directed, Newman real weights)

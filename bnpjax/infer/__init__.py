@@ -3,7 +3,8 @@
 The algorithm types (:class:`SamplingAlgorithm` for Markov chains,
 :class:`VariationalAlgorithm` for optimisers), the two drivers (:func:`sample` / :func:`run`
 and :func:`fit` / :func:`fit_run`), capacity growth of feature buffers, checkpoints, the
-model-agnostic predictive (:func:`map_draws`), the ArviZ adapter and the NumPyro bridge.
+model-agnostic predictive (:func:`map_draws`), convergence diagnostics
+(:func:`check_convergence`), the ArviZ adapter and the NumPyro bridge.
 The driver knows no model; models know no driver.
 """
 
@@ -17,12 +18,14 @@ from bnpjax.infer.base import (
     ArvizSpec,
     CapacityGrowth,
     SamplingAlgorithm,
+    as_step,
     bind,
     default_trace,
     pad_axis,
 )
 from bnpjax.infer.capacity import growable, pad_fields
 from bnpjax.infer.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from bnpjax.infer.diagnostics import ConvergenceWarning, check_convergence
 from bnpjax.infer.driver import (
     SamplingResult,
     clear_compile_cache,
@@ -39,13 +42,17 @@ __all__ = [
     "ArvizSpec",
     "CapacityGrowth",
     "Checkpoint",
+    "ConvergenceWarning",
     "FitResult",
+    "IBPGibbs",
     "NonFiniteStateError",
     "NumPyroKernel",
     "SamplingAlgorithm",
     "SamplingResult",
     "VariationalAlgorithm",
+    "as_step",
     "bind",
+    "check_convergence",
     "clear_compile_cache",
     "compile_count",
     "concat",
@@ -74,4 +81,8 @@ def __getattr__(name):
         from bnpjax.infer import numpyro_bridge
 
         return getattr(numpyro_bridge, name)
+    if name == "IBPGibbs":
+        from bnpjax.infer import ibp_gibbs
+
+        return ibp_gibbs.IBPGibbs
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,6 +39,7 @@ __all__ = [
     "group",
     "group_names",
     "groups_to_inference_data",
+    "import_arviz",
     "package_versions",
     "pooled_draws",
     "set_backend",
@@ -53,8 +54,9 @@ _SAMPLE_DIMS = ("chain", "draw")
 _override: str | None = None
 
 
-def _arviz():
-    """The ``arviz`` module (imported quietly: 0.2x warns about its own future)."""
+def import_arviz():
+    """The ``arviz`` module, imported without the FutureWarning ArviZ 0.2x prints about its
+    own future (the ArviZ 0.x functions: ``summary``, ``ess``, ``plot_trace``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         import arviz
@@ -173,7 +175,7 @@ def _storable(value) -> np.ndarray:
 
 
 def _from_dict_0(groups, dims, coords, attrs):
-    az = _arviz()
+    az = import_arviz()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = az.from_dict(**groups, dims=dims, coords=coords, attrs=attrs)
@@ -468,7 +470,7 @@ def concat(*runs, dim: str = "chain", fill_value=0):
         tree = xarray.DataTree.from_dict(out)
         tree.attrs = attrs
         return tree
-    az = _arviz()
+    az = import_arviz()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return az.InferenceData(attrs=attrs, **out)

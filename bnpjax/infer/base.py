@@ -42,6 +42,7 @@ __all__ = [
     "ArvizSpec",
     "CapacityGrowth",
     "SamplingAlgorithm",
+    "as_step",
     "bind",
     "concrete_or_none",
     "default_trace",
@@ -191,6 +192,39 @@ def bind(fn: Callable, *dynamic: Any, **static: Any) -> jax.tree_util.Partial:
             raise TypeError(f"static setting {name!r} must be hashable, got {value!r}") from err
     target = _StaticFunction(fn, tuple(sorted(static.items()))) if static else fn
     return jax.tree_util.Partial(target, *dynamic)
+
+
+def as_step(
+    fn: Callable, *, derive: Callable | None = None, **settings: Any
+) -> Callable[[PRNGKey, State, Any, Any], tuple[State, Info]]:
+    """BlackJAX's ``build_kernel`` level from a model's private step function.
+
+    Every model writes its sweep once as ``fn(data, hyper, *derived, key, state, **settings)``,
+    the argument order :func:`bind` uses to close a factory's kernel over its data; the public
+    ``build_step`` returns the same sweep in the order BlackJAX and the Geweke harness call a
+    kernel: ``step(key, state, data, hyper)``.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(data, hyper, *derived, key, state, **settings) -> (state, info)``.
+    derive : callable, optional
+        ``derive(data, hyper) -> tuple``: arguments computed from the data at each call
+        (factorisations, layouts, sizes read off shapes) that the factory computes once.
+    **settings
+        Keyword settings passed to every call.
+
+    Returns
+    -------
+    callable
+        ``step(key, state, data, hyper) -> (state, info)``.
+    """
+
+    def step(key, state, data, hyper):
+        derived = () if derive is None else tuple(derive(data, hyper))
+        return fn(data, hyper, *derived, key, state, **settings)
+
+    return step
 
 
 def concrete_or_none(x) -> np.ndarray | None:

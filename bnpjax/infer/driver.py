@@ -51,6 +51,7 @@ from bnpjax.infer.checkpoint import (
     concat_draws,
 )
 from bnpjax.infer.checks import check_integer
+from bnpjax.infer.diagnostics import check_convergence as _check_convergence
 from bnpjax.infer.guard import finite_flags, locate_nonfinite
 from bnpjax.infer.programs import (
     _compiled,
@@ -531,6 +532,7 @@ def sample(
     start_step: int = 0,
     checkpoint_path=None,
     resume_from: Checkpoint | None = None,
+    check_convergence: bool = True,
 ):
     """Run any bnpjax kernel and return :class:`arviz.InferenceData`.
 
@@ -553,6 +555,9 @@ def sample(
         :func:`bnpjax.infer.resume`).
     resume_from
         a :class:`~bnpjax.infer.Checkpoint` this run continues (set by :func:`resume`).
+    check_convergence
+        warn (:class:`~bnpjax.infer.diagnostics.ConvergenceWarning`) when R-hat or ESS says the
+        chains have not converged (:func:`bnpjax.infer.diagnostics.check_convergence`).
 
     Returns
     -------
@@ -575,7 +580,10 @@ def sample(
         checkpoint_path=checkpoint_path,
         resume_from=resume_from,
     )
-    return to_inference_data(result)
+    idata = to_inference_data(result)
+    if check_convergence:
+        _check_convergence(idata, stacklevel=3)
+    return idata
 
 
 def resume(checkpoint: Checkpoint, num_samples: int | None = None, **kwargs):

@@ -99,13 +99,13 @@ def default_test_functions(state, data) -> dict[str, jax.Array]:
 
 def _ess_mean(draws: np.ndarray) -> float:
     """ESS of the mean of ``draws`` (chain, draw) by Geyer's initial monotone sequence."""
-    from bnpjax.infer.arviz_adapter import _arviz
+    from bnpjax.infer.arviz_adapter import import_arviz
 
     if np.ptp(draws) == 0:
         return float(draws.size)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return float(_arviz().ess(draws, method="mean"))
+        return float(import_arviz().ess(draws, method="mean"))
 
 
 def geweke_test(
@@ -248,6 +248,11 @@ class GewekeCase(NamedTuple):
         margin (None: no twin for this row, which the table reports).
     num_marginal, num_successive, num_chains, steps_per_iteration, burn_in, seed
         the simulators' sizes and the key.
+    broken_num_successive
+        the successive-conditional simulator's length for the broken twin (default:
+        ``num_successive``). A slip the table is meant to catch moves the statistics by many
+        standard errors within a few hundred steps; a twin whose slip also makes every step
+        dearer (a runaway feature count fills the buffer) needs no more than that.
     """
 
     name: str
@@ -264,6 +269,7 @@ class GewekeCase(NamedTuple):
     steps_per_iteration: int = 1
     burn_in: int = 200
     seed: int = 0
+    broken_num_successive: int | None = None
 
 
 def run_geweke_case(case: GewekeCase, *, broken: bool = False) -> GewekeResult:
@@ -280,7 +286,9 @@ def run_geweke_case(case: GewekeCase, *, broken: bool = False) -> GewekeResult:
         refresh=lambda data, state: module.refresh(data, state, **settings),
         test_functions=case.statistics or default_test_functions,
         num_marginal=case.num_marginal,
-        num_successive=case.num_successive,
+        num_successive=(
+            case.broken_num_successive or case.num_successive if broken else case.num_successive
+        ),
         num_chains=case.num_chains,
         steps_per_iteration=case.steps_per_iteration,
         burn_in=case.burn_in,

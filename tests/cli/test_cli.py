@@ -66,9 +66,10 @@ def test_fit_linreg_from_csv(tmp_path, capsys):
     )
     assert rc == 0
     idata = az.from_netcdf(str(out))
-    assert list(idata.posterior["beta"].coords["coef"].values) == ["a", "b"]
+    assert list(idata.posterior["beta"].coords["coef"].values) == ["intercept", "a", "b"]
     assert idata.observed_data["y"].size == 49
-    np.testing.assert_allclose(idata.posterior["beta"].mean(("chain", "draw")), [1, -1], atol=0.1)
+    beta = idata.posterior["beta"].mean(("chain", "draw"))
+    np.testing.assert_allclose(beta, [0, 1, -1], atol=0.1)
     assert "1 rows with a missing target" in capsys.readouterr().out
 
 
@@ -95,7 +96,7 @@ def test_bad_data_file_is_one_line(tmp_path, capsys):
     path.write_text("a,y\n1,2\nfoo,bar,baz\n")
     assert main(["fit", "linreg", "--data", str(path), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1
+    assert len(err.strip().splitlines()) == 1 and "line 3 has 3 fields" in err
     path.write_text("a,y\n1,nan\n2,nan\n")
     assert main(["fit", "linreg", "--data", str(path), "--no-progress"]) == 2
     assert "mask" in capsys.readouterr().err
@@ -186,7 +187,7 @@ def test_demo_and_fit_fm(tmp_path, capsys):
     assert idata.sample_stats["yhat_test"].shape == (1, 20, 100)
     (tmp_path / "bad.csv").write_text("user,item,rating\n1.5,2,3\n")
     assert main(["fit", "fm", "--train", str(tmp_path / "bad.csv"), *argv]) == 2
-    assert "non-negative integers" in capsys.readouterr().err
+    assert "line 2, column 'user': 1.5 is not an id" in capsys.readouterr().err
 
 
 def test_demo_and_fit_ilfm(tmp_path, capsys):
@@ -208,7 +209,7 @@ def test_demo_and_fit_ilfm(tmp_path, capsys):
     assert az.from_netcdf(str(out)).posterior["F"].shape[:3] == (1, 20, 12)
     (tmp_path / "bad.tsv").write_text("0\t1\n2\t-1\n")
     assert main(["fit", "ilfm", "--data", str(tmp_path / "bad.tsv"), *argv]) == 2
-    assert "non-negative integer ids" in capsys.readouterr().err
+    assert "line 2, column 'c2': -1 is not an id" in capsys.readouterr().err
 
 
 def test_demo_and_fit_wmmsb(tmp_path, capsys):

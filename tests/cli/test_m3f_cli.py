@@ -10,7 +10,7 @@ def test_cli_demo_and_fit(tmp_path, capsys):
     assert main(["demo", "m3f", "--out-dir", str(tmp_path), *short]) == 0
     assert "test NMAE" in capsys.readouterr().out
     assert (tmp_path / "bnpjax_demo_m3f.nc").stat().st_size > 0
-    assert (tmp_path / "bnpjax_demo_m3f_trace.png").stat().st_size > 0
+    assert (tmp_path / "bnpjax_demo_m3f_thresholds.png").stat().st_size > 0
     # 4 users x 3 items, 9 of 12 pairs observed, every rating level present
     u = np.array([0, 0, 1, 1, 2, 2, 3, 3, 3])
     v = np.array([0, 1, 1, 2, 0, 2, 0, 1, 2])
@@ -23,8 +23,8 @@ def test_cli_demo_and_fit(tmp_path, capsys):
     assert main([*args, "--out", str(out), "--rank", "2", "--margin", "1", *short]) == 0
     assert "test NMAE" in capsys.readouterr().out and out.stat().st_size > 0
     ipm3f = ["--sampler", "ipm3f", "--feature-step", "parallel", "--margin", "1"]
-    assert main([*args, *ipm3f, *short]) == 0
+    assert main([*args, *ipm3f, "--out", str(tmp_path / "ipm3f.nc"), *short]) == 0
     assert "test NMAE" in capsys.readouterr().out
     (tmp_path / "bad.csv").write_text("user,item,rating\n0,0,2.5\n1,1,1\n")
     assert main(["fit", "m3f", "--data", str(tmp_path / "bad.csv"), *short]) == 2
-    assert "ratings must hold integers" in capsys.readouterr().err
+    assert "line 2, column 'rating': 2.5 is not a rating level" in capsys.readouterr().err

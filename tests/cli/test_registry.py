@@ -25,7 +25,9 @@ def test_parser_lists_every_model():
     assert DEFAULT_DEMO in MODELS
     for name in MODELS:
         args = parser.parse_args(["fit", name, "--data", "x"])
-        assert args.model == name and args.out == "result.nc" and args.num_samples == 1000
+        assert (
+            args.model == name and args.out == f"bnpjax_fit_{name}.nc" and args.num_samples == 1000
+        )
     assert parser.parse_args(["fit", "fm", "--train", "x"]).data == "x"
     assert parser.parse_args(["demo"]).model == DEFAULT_DEMO
 

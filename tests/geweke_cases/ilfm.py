@@ -99,6 +99,7 @@ CASES = [
         broken_factory=broken_gibbs,  # a new-feature rate N times too large
         num_marginal=20_000,
         num_successive=4_000,
+        broken_num_successive=1_000,  # the runaway K+ fills the buffer within ~100 steps
         seed=3,
     ),
     GewekeCase(
@@ -112,6 +113,7 @@ CASES = [
         broken_factory=broken_gibbs,
         num_marginal=20_000,
         num_successive=4_000,
+        broken_num_successive=1_000,  # the runaway K+ fills the buffer within ~100 steps
         seed=3,
     ),
     GewekeCase(  # one model per relation: the same step vmap-ed over relations
@@ -125,6 +127,7 @@ CASES = [
         broken_factory=broken_gibbs,
         num_marginal=20_000,
         num_successive=4_000,
+        broken_num_successive=1_000,
         seed=4,
     ),
 ]

@@ -121,7 +121,7 @@ def backend_1():
 
 
 def _az():
-    return arviz_adapter._arviz()
+    return arviz_adapter.import_arviz()
 
 
 def _posterior_dict(data):

@@ -76,6 +76,10 @@ def test_package_face(name):
         assert params == ["data", "hyper"], f"{module.__name__}.{short}{params}"
         assert _params(factory)[1].default is None, f"{module.__name__}: hyper optional"
         assert short in package.__all__, f"{name}.__all__ lacks {short}"
+        # the package's name for the factory hides the module: its levels ride on the factory
+        exported = getattr(package, short)
+        assert exported.init is module.init, f"{name}.{short}.init"
+        assert exported.build_step is module.build_step, f"{name}.{short}.build_step"
 
 
 def test_no_god_files():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from _wmmsb_helpers import planted
 
-from bnpjax.datasets import DataNotFoundError, load_network, read_edge_list
+from bnpjax.datasets import DataNotFoundError, Network, load_network, read_edge_list
 from bnpjax.models import wmmsb
 
 
@@ -18,13 +18,13 @@ def test_network_loaders():
         hep = load_network("hep-th")
     except DataNotFoundError as err:
         pytest.skip(f"network data not available here: {err}")
-    assert (fb.n_nodes, fb.src.shape[0], fb.directed, int(fb.weight.max())) == (
+    assert (fb.num_nodes, fb.src.shape[0], fb.directed, int(fb.weight.max())) == (
         1899,
         20296,
         True,
         98,
     )
-    assert (hep.n_nodes, hep.src.shape[0], hep.directed, int(hep.weight.max())) == (
+    assert (hep.num_nodes, hep.src.shape[0], hep.directed, int(hep.weight.max())) == (
         8361,
         15751,
         False,
@@ -37,7 +37,7 @@ def test_read_edge_list_and_bad_files(tmp_path):
     good = tmp_path / "edges.tsv"
     good.write_text("# a b w\na\tb\t3\nb\tc\t1\n")
     net = read_edge_list(good, directed=False)
-    assert net.n_nodes == 3 and list(net.weight) == [3, 1]
+    assert net.num_nodes == 3 and list(net.weight) == [3, 1]
     bad = tmp_path / "bad.tsv"
     bad.write_text("a\tb\t-1\n")
     with pytest.raises(ValueError, match="weights"):
@@ -103,6 +103,8 @@ def test_old_names_still_work_and_warn():
     assert int(b.hash_seed) == 3 and a.degree.shape == (4,)
     with pytest.warns(FutureWarning, match="num_nodes"):
         wmmsb.pair_keys(np.array([0]), np.array([1]), n_nodes=4, directed=True)
+    with pytest.warns(FutureWarning, match="num_nodes"):
+        assert Network("two", 2, [0], [1], [1], False, ["a", "b"]).n_nodes == 2
 
     Y, held = planted(0, N=8)
     data = wmmsb.make_data(Y, mask=~held, directed=True)

@@ -1,6 +1,7 @@
 """Same draws before and after the FM restructuring: the Gibbs kernel on tiny designs, one
-case per likelihood and one with a relation block (draws of the code before, recorded in
-``draws/fm.*.npz``)."""
+case per likelihood and one with a relation block (recorded in ``draws/fm.*.npz``). Recorded
+again by ``_record_fm.py`` when the sweep began to draw ``b`` jointly with ``mu_w`` (a
+change of the chain on purpose: the intercept used to crawl along its ridge with ``mu_w``)."""
 
 import jax
 import numpy as np

@@ -272,6 +272,64 @@ def _relation_sweep(
     return theta, e - d_yhat, q_rows
 
 
+def _group_row_sums(data: FMData):
+    """``S[d, g] = sum_{i in g} x_di`` (n, G): how much a shift of every weight of group ``g``
+    moves ``hat y^{(d)}``. A function of the design only."""
+    n, G = _num_rows(data), data.group_sizes.shape[0]
+    one_hot = jax.nn.one_hot(data.group, G, dtype=data.y.dtype)  # (p, G)
+    S = jnp.zeros((n, G), data.y.dtype)
+    for block in data.blocks:
+        entries = block.values[:, None] * one_hot[block.features][block.local]
+        S = _add_rows(S, block, entries, n)
+    for relation in data.relations:
+        num = relation.counts.shape[0]
+        entries = relation.values[:, None] * one_hot[relation.cols]
+        S = S + jax.ops.segment_sum(entries, relation.rows, num_segments=num)[relation.index]
+    return S
+
+
+def _intercept_block(key, data, hyper, e, b, w, mu_w, var_w, noise_var, *, fit_w0, fit_linear):
+    r"""Draw the intercept ``b`` and the linear weights' prior means ``mu_w`` jointly from
+    their Gaussian conditional given the deviations ``eta = w - mu_w[group]`` (and ``V``, the
+    variances, the targets), then set ``w = eta + mu_w[group]``; returns ``b, mu_w, w, e``.
+
+    In the parametrisation ``(b, mu_w, eta)`` (unit Jacobian) ``hat y^{(d)} = b + sum_g
+    mu_w[g] S_dg + (terms free of b, mu_w)`` with ``S`` from :func:`_group_row_sums`, and the
+    prior is ``b ~ N(0, 1/reg_0)``, ``mu_w[g] ~ N(mu_0, var_w[g]/gamma_0)``, ``eta_i ~ N(0,
+    var_w[g_i])`` independently, so this is an exact Gibbs step on ``(b, mu_w)`` (Rendle
+    2012, section 4.3, in another parametrisation). With one-hot groups ``b`` and a common
+    shift of a group's weights and their mean give the same predictions; one-at-a-time
+    updates of ``b``, ``w`` and ``mu_w`` crawl along that ridge, this step crosses it in one
+    draw. ``e`` is the residual ``target - hat y``."""
+    columns, current, prior_mean, prior_precision = [], [], [], []
+    if fit_w0:
+        columns.append(jnp.ones_like(e)[:, None])
+        current.append(b[None])
+        prior_mean.append(jnp.zeros((1,), e.dtype))
+        prior_precision.append(hyper.reg_0[None])
+    if fit_linear:
+        columns.append(_group_row_sums(data))
+        current.append(mu_w)
+        prior_mean.append(jnp.broadcast_to(hyper.mu_0, mu_w.shape))
+        prior_precision.append(hyper.gamma_0 / var_w)
+    C = jnp.concatenate(columns, axis=1)  # (n, D)
+    theta = jnp.concatenate(current)
+    r = e + C @ theta
+    noise = jax.random.normal(key, (1, theta.shape[0]), e.dtype)
+    new = _gaussian_draw(
+        (C.T @ C)[None], (C.T @ r)[None], jnp.concatenate(prior_mean)[None],
+        jnp.concatenate(prior_precision)[None], noise, noise_var,
+    )[0]  # fmt: skip
+    e = r - C @ new
+    if fit_w0:
+        b = new[0]
+    if fit_linear:
+        new_mu = new[theta.shape[0] - mu_w.shape[0] :]
+        w = w + (new_mu - mu_w)[data.group]
+        mu_w = new_mu
+    return b, mu_w, w, e
+
+
 def _normal_hyper(key, theta, group, sizes, var, hyper):
     """Per group (and factor): mu | var, theta, then var | mu, theta (Rendle 2012, section 4.3).
     ``theta`` (p, ...), ``var`` (G, ...)."""

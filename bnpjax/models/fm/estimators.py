@@ -37,6 +37,7 @@ from jax.scipy.special import ndtr
 
 from bnpjax.infer import run, to_inference_data
 from bnpjax.infer.checks import check_integer, key_from_random_state
+from bnpjax.infer.diagnostics import check_convergence
 from bnpjax.models.fm.conditionals import _predict_coo
 from bnpjax.models.fm.data import check_targets, make_data, make_hyper
 from bnpjax.models.fm.gibbs import gibbs
@@ -94,7 +95,9 @@ class _BayesianFM:
         groups (over ``X``, then the blocks) with their own hyperparameters. With ``X_test``
         (and ``X_rel_test``) the test predictions of every kept sample are recorded
         (``sample_stats.yhat_test``; with ``y_test``, the running test RMSE or accuracy is in
-        ``self.test_history_``). The argument order is myFM's."""
+        ``self.test_history_``). The argument order is myFM's. ``self.convergence_`` holds
+        the chain's diagnostics (:func:`bnpjax.infer.diagnostics.check_convergence`), which
+        warn when the kept samples are too few effective draws."""
         n_iter = check_integer(n_iter, "n_iter", 1)
         n_kept = n_iter if n_kept_samples is None else n_kept_samples
         n_kept = check_integer(n_kept, "n_kept_samples", 1)
@@ -147,6 +150,8 @@ class _BayesianFM:
                     "predictions back) or refit with another random_state"
                 )
         self.timings_ = dict(self.result_.timings)
+        # one chain: ESS of lp, b, noise and the group hyperparameters (R-hat needs chains)
+        self.convergence_ = check_convergence(self.result_, stacklevel=3)
         if X_test is not None and y_test is not None:
             self.test_history_ = self._test_history(
                 np.asarray(self.result_.trace["sample_stats"]["yhat_test"][0]), y_test

@@ -1,12 +1,15 @@
 r"""The Gibbs sampler of the Bayesian factorization machine (Rendle 2012; libFM's MCMC).
 
 One sweep, in libFM's order: the per-group hyperparameters (and the noise variance) given
-the current parameters, then the intercept ``b``, then ``theta_i = (w_i, v_i1..v_iK)`` of
-every feature as one Gaussian block, all features of a colour at once
-(:mod:`bnpjax.models.fm.layout`), relation blocks without expanding the design (Rendle
-2013). Probit and ordered-probit likelihoods add a latent Gaussian per target (Albert and
-Chib 1993) and, for ordinal targets, a Metropolis step for the cutpoints (Cowles 1996);
-ordinal models fix ``b = 0`` (it is not identified beside the cutpoints).
+the current parameters, then the intercept ``b`` jointly with the linear weights' prior
+means ``mu_w`` (the weights moving with their means, so that one-hot groups, which make
+``b`` and a common shift of a group's weights interchangeable, do not stall the chain),
+then ``theta_i = (w_i, v_i1..v_iK)`` of every feature as one Gaussian block, all features
+of a colour at once (:mod:`bnpjax.models.fm.layout`), relation blocks without expanding the
+design (Rendle 2013). Probit and ordered-probit likelihoods add a latent Gaussian per
+target (Albert and Chib 1993) and, for ordinal targets, a Metropolis step for the
+cutpoints (Cowles 1996); ordinal models fix ``b = 0`` (it is not identified beside the
+cutpoints).
 
 References
 ----------
@@ -24,9 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
 from bnpjax.infer.checks import check_integer, renamed_arguments
 from bnpjax.models.fm.conditionals import (
+    _intercept_block,
     _joint_block,
     _normal_hyper,
     _predict_coo,
@@ -51,10 +55,11 @@ __all__ = ["build_step", "gibbs", "init"]
 
 def _step(
     data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear,
-    joint_block=None, row_sums=None,
+    joint_block=None, row_sums=None, intercept_block=None,
 ):  # fmt: skip
-    """One sweep (module docstring). ``joint_block`` and ``row_sums`` replace the colour
-    draw and the relation block-row sums (tests build broken twins with them)."""
+    """One sweep (module docstring). ``joint_block``, ``row_sums`` and ``intercept_block``
+    replace the colour draw, the relation block-row sums and the joint ``(b, mu_w)`` draw
+    (tests build broken twins with them)."""
     joint_block = joint_block or _joint_block
     n = data.y.shape[0]
     K = state.V.shape[1]
@@ -85,25 +90,27 @@ def _step(
         noise_var = jnp.ones((), yhat.dtype)
     e = target - yhat
 
-    b = state.b
-    if fit_w0:
-        precision = n / noise_var + hyper.reg_0
-        mean = jnp.sum(e + b) / noise_var / precision
-        b = mean + jax.random.normal(keys[2], (), e.dtype) * jax.lax.rsqrt(precision)
-        e = e - (b - state.b)
+    # b with mu_w (the weights' deviations from it held): with one-hot groups they are
+    # confounded, and b alone would crawl along the ridge (_intercept_block)
+    b, w = state.b, state.w
+    if fit_w0 or fit_linear:
+        b, mu_w, w, e = (intercept_block or _intercept_block)(
+            keys[2], data, hyper, e, b, w, mu_w, var_w, noise_var,
+            fit_w0=fit_w0, fit_linear=fit_linear,
+        )  # fmt: skip
 
     # theta_i = (w_i, v_i): one joint Gaussian block per feature, all features of a colour at
     # once (module docstring); the prior's mean and precision per feature follow its group
     parts, means, precisions = [], [], []
     if fit_linear:
-        parts.append(state.w[:, None])
+        parts.append(w[:, None])
         means.append(mu_w[group][:, None])
         precisions.append(1.0 / var_w[group][:, None])
     if K:
         parts.append(state.V)
         means.append(mu_v[group])
         precisions.append(1.0 / var_v[group])
-    w, V = state.w, state.V
+    V = state.V
     if parts:
         theta = jnp.concatenate(parts, axis=1)
         prior_mean = jnp.concatenate(means, axis=1)
@@ -251,14 +258,12 @@ def build_step(
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
     fit_w0 = bool(fit_w0) and likelihood != "ordinal"
 
-    def step(key, state, data, hyper):
-        levels = _check_levels(data, likelihood, num_levels)
-        return _step(
-            data, hyper, _step_sizes(data, likelihood, levels), key, state,
-            likelihood=likelihood, fit_w0=fit_w0, fit_linear=bool(fit_linear),
-        )  # fmt: skip
+    def derive(data, hyper):
+        return (_step_sizes(data, likelihood, _check_levels(data, likelihood, num_levels)),)
 
-    return step
+    return as_step(
+        _step, derive=derive, likelihood=likelihood, fit_w0=fit_w0, fit_linear=bool(fit_linear)
+    )
 
 
 def _trace(data, hyper, test, state, info, *, likelihood, num_test, pointwise):
@@ -500,3 +505,9 @@ def gibbs(
             settings={"rank": rank, "num_levels": num_levels, **static},
         ),
     )
+
+
+# BlackJAX's lower levels on the factory itself: the package re-exports the factory under
+# this module's name, so users reach them as `gibbs.init` and `.build_step`.
+gibbs.init = init
+gibbs.build_step = build_step

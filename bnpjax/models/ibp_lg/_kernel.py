@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
 from bnpjax.infer.capacity import growable, pad_fields
 from bnpjax.infer.checks import check_integer, is_positive_finite
 from bnpjax.models.ibp_lg.conditionals import entry_log_likelihood, sample_A
@@ -222,7 +222,4 @@ def sweep_step(step_fn, *, kappa, sample_alpha, sample_sigma_x, sample_sigma_a):
     }
     kappa = check_integer(kappa, "kappa", 1)
 
-    def step(key, state, data, hyper):
-        return step_fn(data, hyper, key, state, kappa=kappa, flags=flags)
-
-    return step
+    return as_step(step_fn, kappa=kappa, flags=flags)

@@ -236,3 +236,9 @@ def collapsed_gibbs(
         pointwise_log_likelihood=pointwise_log_likelihood,
     )
     return build_algorithm(_collapsed_step, "collapsed_gibbs", data, s)
+
+
+# BlackJAX's lower levels on the factory itself: the package re-exports the factory under
+# this module's name, so users reach them as `collapsed_gibbs.init` and `.build_step`.
+collapsed_gibbs.init = init
+collapsed_gibbs.build_step = build_step

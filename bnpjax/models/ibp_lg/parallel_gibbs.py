@@ -173,3 +173,9 @@ def parallel_gibbs(
         pointwise_log_likelihood=pointwise_log_likelihood,
     )
     return build_algorithm(_parallel_step, "parallel_gibbs", data, s)
+
+
+# BlackJAX's lower levels on the factory itself: the package re-exports the factory under
+# this module's name, so users reach them as `parallel_gibbs.init` and `.build_step`.
+parallel_gibbs.init = init
+parallel_gibbs.build_step = build_step

@@ -420,3 +420,9 @@ def gibbs(
         )
 
     return growable(build, capacity, _grow_state)
+
+
+# BlackJAX's lower levels on the factory itself: the package re-exports the factory under
+# this module's name, so users reach them as `gibbs.init` and `.build_step`.
+gibbs.init = init
+gibbs.build_step = build_step

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
 from bnpjax.infer.checks import renamed_arguments
 from bnpjax.models.linear_regression.conditionals import (
     _conditional_pieces,
@@ -80,10 +80,7 @@ def build_step():
         One sweep; it factorises ``Lambda_n`` at each call (:func:`gibbs` does it once).
     """
 
-    def step(key, state, data, hyper):
-        return _step(data, hyper, _conditional_pieces(data, hyper), key, state)
-
-    return step
+    return as_step(_step, derive=lambda data, hyper: (_conditional_pieces(data, hyper),))
 
 
 def _init(data, hyper, key):
@@ -152,3 +149,9 @@ def gibbs(
         trace=bind(_trace, data),
         spec=spec,
     )
+
+
+# BlackJAX's lower levels on the factory itself: the package re-exports the factory under
+# this module's name, so users reach them as `gibbs.init` and `.build_step`.
+gibbs.init = init
+gibbs.build_step = build_step

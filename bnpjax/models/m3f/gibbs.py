@@ -346,3 +346,9 @@ def gibbs(
         item_biases=item_biases,
         log_likelihood=pointwise_log_likelihood,
     )
+
+
+# BlackJAX's lower levels on the factory itself: the package re-exports the factory under
+# this module's name, so users reach them as `gibbs.init` and `.build_step`.
+gibbs.init = init
+gibbs.build_step = build_step

@@ -583,3 +583,9 @@ def ipm3f_gibbs(
         num_reference_users=num_reference_users,
         log_likelihood=pointwise_log_likelihood,
     )
+
+
+# BlackJAX's lower levels on the factory itself: the package re-exports the factory under
+# this module's name, so users reach them as `ipm3f_gibbs.init` and `.build_step`.
+ipm3f_gibbs.init = init
+ipm3f_gibbs.build_step = build_step

@@ -277,3 +277,9 @@ def fit_map(
         params["V"] = V
     reg = jnp.asarray(reg, data.signs.dtype)
     return U, V, theta, jax.jit(_objective)(data, fixed_V, reg, params)
+
+
+# BlackJAX's lower levels on the factory itself: the package re-exports the factory under
+# this module's name, so users reach them as `map_estimate.init` and `.build_step`.
+map_estimate.init = init
+map_estimate.build_step = build_step

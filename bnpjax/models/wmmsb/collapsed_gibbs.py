@@ -30,7 +30,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import gammaln
 
-from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind, concrete_or_none
+from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
 from bnpjax.infer.checks import renamed_arguments
 from bnpjax.models.wmmsb.data import (
     WMMSBData,
@@ -238,10 +238,7 @@ def build_step(*, likelihood: str = "nb"):
     callable
     """
 
-    def step(key, state, data, hyper):
-        return _step(data, hyper, key, state, likelihood=likelihood)
-
-    return step
+    return as_step(_step, likelihood=likelihood)
 
 
 def _init(data, hyper, key):
@@ -340,3 +337,9 @@ def collapsed_gibbs(
         raise ValueError("data: collapsed Gibbs needs the observed zeros listed (zeros='list')")
     _check_zeros_held(data, "collapsed Gibbs")
     return _build(data, hyper, likelihood)
+
+
+# BlackJAX's lower levels on the factory itself: the package re-exports the factory under
+# this module's name, so users reach them as `collapsed_gibbs.init` and `.build_step`.
+collapsed_gibbs.init = init
+collapsed_gibbs.build_step = build_step

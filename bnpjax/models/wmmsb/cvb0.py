@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bnpjax.infer.base import bind, concrete_or_none
+from bnpjax.infer.base import as_step, bind, concrete_or_none
 from bnpjax.infer.checks import check_integer, renamed_arguments
 from bnpjax.infer.variational import VariationalAlgorithm
 from bnpjax.models.wmmsb.data import (
@@ -284,19 +284,9 @@ def build_step(
     callable
     """
 
-    def step(key, state, data, hyper):
-        return _step(
-            data,
-            hyper,
-            key,
-            state,
-            likelihood=likelihood,
-            chunk=int(chunk),
-            store=bool(store_gamma),
-            ymax=max_count,
-        )
-
-    return step
+    return as_step(
+        _step, likelihood=likelihood, chunk=int(chunk), store=bool(store_gamma), ymax=max_count
+    )
 
 
 @renamed_arguments(K="rank")
@@ -384,3 +374,9 @@ def cvb0(
         sample=sample,
         spec=spec,
     )
+
+
+# BlackJAX's lower levels on the factory itself: the package re-exports the factory under
+# this module's name, so users reach them as `cvb0.init` and `.build_step`.
+cvb0.init = init
+cvb0.build_step = build_step

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bnpjax.infer.base import bind
+from bnpjax.infer.base import as_step, bind
 from bnpjax.infer.checks import check_integer, renamed_arguments
 from bnpjax.infer.variational import VariationalAlgorithm
 from bnpjax.models.wmmsb.data import (
@@ -345,26 +345,22 @@ def build_step(
     if valid is None:
         patience = 2**30
 
-    def step(key, state, data, hyper):
-        vpairs = _valid_pairs(valid, num_nodes or _num_nodes(data), likelihood, data.y.dtype)
-        return _step(
-            data,
-            hyper,
-            vpairs,
-            key,
-            state,
-            likelihood=likelihood,
-            batch=batch,
-            draws=draws,
-            max_degree=max_degree,
-            schedule=schedule,
-            kappa_node=kappa_node,
-            eval_every=eval_every,
-            patience=patience,
-            tol=tol,
-        )
+    def derive(data, hyper):
+        return (_valid_pairs(valid, num_nodes or _num_nodes(data), likelihood, data.y.dtype),)
 
-    return step
+    return as_step(
+        _step,
+        derive=derive,
+        likelihood=likelihood,
+        batch=batch,
+        draws=draws,
+        max_degree=max_degree,
+        schedule=schedule,
+        kappa_node=kappa_node,
+        eval_every=eval_every,
+        patience=patience,
+        tol=tol,
+    )
 
 
 def _check_real(name, value, low, high, what):
@@ -492,3 +488,9 @@ def scvb0(
         sample=sample,
         spec=spec,
     )
+
+
+# BlackJAX's lower levels on the factory itself: the package re-exports the factory under
+# this module's name, so users reach them as `scvb0.init` and `.build_step`.
+scvb0.init = init
+scvb0.build_step = build_step

@@ -1,0 +1,170 @@
+"""Latent IBP features in a NumPyro model: ``IBPGibbs`` + NUTS against bnpjax's own sampler
+and NumPyro's discrete baseline.
+
+Three samplers of the linear-Gaussian IBP posterior on the bars data (``--num-obs`` images of
+36 pixels; alpha ~ Gamma(1, 1), sigma_x^2 and sigma_a^2 ~ InverseGamma(1, 1), as
+``ibp_lg.make_hyper()``):
+
+(i)   the model written in NumPyro (``IndianBuffetProcess`` site, ``A`` of ``--capacity``
+      rows), ``Gibbs([(IBPGibbs(model), ["Z"]), (NUTS(model), None)])``;
+(ii)  ``ibp_lg.parallel_gibbs`` under ``bnpjax.sample``;
+(iii) NumPyro's ``DiscreteHMCGibbs(NUTS)`` on the fixed-K beta-Bernoulli truncation of the
+      same model (``pi_k ~ Beta(alpha / K, 1)``, ``K = --truncation``).
+
+Each runs ``--chains`` chains of ``--warmup`` + ``--samples`` steps (NumPyro sides with
+``chain_method="sequential"``, bnpjax with its vmapped chains) after one compiling run.
+Printed: seconds per sweep, the ESS of K+ and sigma_x (ArviZ, over chains) and ESS per second,
+and the ratios the issue asks for: (i) / (ii) seconds per sweep (goal: at most 5) and
+(i) / (iii) ESS per second (goal: above 1).
+
+    python benchmarks/numpyro_composition.py [--num-obs 100 --samples 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from numpyro.infer import MCMC, NUTS, DiscreteHMCGibbs, Gibbs
+
+import bnpjax
+from bnpjax.datasets import synthetic
+from bnpjax.infer import IBPGibbs
+from bnpjax.models import ibp_lg
+from bnpjax.priors.ibp_distribution import IndianBuffetProcess
+
+
+def ibp_model(capacity):
+    def model(X):
+        N, D = X.shape
+        alpha = numpyro.sample("alpha", dist.Gamma(1.0, 1.0))
+        Z = numpyro.sample("Z", IndianBuffetProcess(alpha, N, capacity=capacity))
+        sigma_x = jnp.sqrt(numpyro.sample("sigma_x2", dist.InverseGamma(1.0, 1.0)))
+        sigma_a = jnp.sqrt(numpyro.sample("sigma_a2", dist.InverseGamma(1.0, 1.0)))
+        A = numpyro.sample("A", dist.Normal(0.0, sigma_a).expand([capacity, D]).to_event(2))
+        numpyro.sample("X", dist.Normal(Z @ A, sigma_x).to_event(2), obs=X)
+
+    return model
+
+
+def truncated_model(truncation):
+    def model(X):
+        N, D = X.shape
+        alpha = numpyro.sample("alpha", dist.Gamma(1.0, 1.0))
+        with numpyro.plate("features", truncation):
+            pi = numpyro.sample("pi", dist.Beta(alpha / truncation, 1.0))
+        with numpyro.plate("rows", N, dim=-2), numpyro.plate("cols", truncation, dim=-1):
+            Z = numpyro.sample("Z", dist.Bernoulli(pi))
+        sigma_x = jnp.sqrt(numpyro.sample("sigma_x2", dist.InverseGamma(1.0, 1.0)))
+        sigma_a = jnp.sqrt(numpyro.sample("sigma_a2", dist.InverseGamma(1.0, 1.0)))
+        A = numpyro.sample("A", dist.Normal(0.0, sigma_a).expand([truncation, D]).to_event(2))
+        numpyro.sample("X", dist.Normal(Z @ A, sigma_x).to_event(2), obs=X)
+
+    return model
+
+
+def timed(fn):
+    fn(0)  # compiles
+    start = time.perf_counter()
+    out = fn(1)
+    return out, time.perf_counter() - start
+
+
+def summarise(name, k_plus, sigma_x, seconds, sweeps):
+    ess = {
+        "K+": float(az.ess(np.asarray(k_plus, float))),
+        "sigma_x": float(az.ess(np.asarray(sigma_x, float))),
+    }
+    row = {
+        "s/sweep": seconds / sweeps,
+        "ess K+": ess["K+"],
+        "ess sigma_x": ess["sigma_x"],
+        "ess/s K+": ess["K+"] / seconds,
+        "ess/s sigma_x": ess["sigma_x"] / seconds,
+        "mean K+": float(np.mean(k_plus)),
+        "mean sigma_x": float(np.mean(sigma_x)),
+    }
+    print(f"{name:<32}" + "  ".join(f"{k} {v:9.4g}" for k, v in row.items()), flush=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num-obs", type=int, default=100)
+    parser.add_argument("--capacity", type=int, default=24)
+    parser.add_argument("--truncation", type=int, default=12)
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--samples", type=int, default=300)
+    args = parser.parse_args()
+
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"machine: {platform.platform()}, jax devices {jax.devices()}")
+    print(f"bnpjax {bnpjax.__version__}, jax {jax.__version__}, numpyro {numpyro.__version__}")
+    print(f"settings: {vars(args)}")
+    X = jnp.asarray(synthetic.bars(0, num_obs=args.num_obs)["X"])
+    sweeps = args.chains * (args.warmup + args.samples)
+
+    def numpyro_run(kernel, k_plus_of):
+        mcmc = MCMC(
+            kernel,
+            num_warmup=args.warmup,
+            num_samples=args.samples,
+            num_chains=args.chains,
+            chain_method="sequential",
+            progress_bar=False,
+        )
+
+        def run(seed):
+            mcmc.run(jax.random.key(seed), X)
+            draws = mcmc.get_samples(group_by_chain=True)
+            return k_plus_of(draws["Z"]), np.sqrt(np.asarray(draws["sigma_x2"]))
+
+        return run
+
+    def k_plus(Z):
+        return np.sum(np.asarray(Z).sum(-2) > 0, -1)
+
+    rows = {}
+    model = ibp_model(args.capacity)
+    kernel = Gibbs([(IBPGibbs(model), ["Z"]), (NUTS(model), None)])
+    (kp, sx), seconds = timed(numpyro_run(kernel, k_plus))
+    rows["i"] = summarise("(i) IBPGibbs + NUTS", kp, sx, seconds, sweeps)
+
+    algorithm = ibp_lg.parallel_gibbs(ibp_lg.make_data(np.asarray(X)), capacity=args.capacity)
+
+    def run_parallel(seed):
+        idata = bnpjax.sample(
+            algorithm,
+            jax.random.key(seed),
+            args.samples,
+            num_warmup=args.warmup,
+            num_chains=args.chains,
+            progress_bar=False,
+        )
+        return idata.sample_stats["num_features"].values, idata.posterior["sigma_x"].values
+
+    (kp, sx), seconds = timed(run_parallel)
+    rows["ii"] = summarise("(ii) ibp_lg.parallel_gibbs", kp, sx, seconds, sweeps)
+
+    truncated = truncated_model(args.truncation)
+    kernel = DiscreteHMCGibbs(NUTS(truncated), modified=True)
+    (kp, sx), seconds = timed(numpyro_run(kernel, k_plus))
+    rows["iii"] = summarise("(iii) DiscreteHMCGibbs truncated", kp, sx, seconds, sweeps)
+
+    per_sweep = rows["i"]["s/sweep"] / rows["ii"]["s/sweep"]
+    print(f"ratio s/sweep (i) / (ii): {per_sweep:.2f} (goal <= 5)")
+    for stat in ("K+", "sigma_x"):
+        ratio = rows["i"][f"ess/s {stat}"] / rows["iii"][f"ess/s {stat}"]
+        print(f"ratio ESS/s of {stat} (i) / (iii): {ratio:.2f} (goal > 1)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The persistent compilation cache: a second process never recompiles what a first compiled.
+
+A first fit's time is mostly XLA compilation (a few seconds per kernel on a CPU). JAX can keep
+compiled programs on disk and load them in the next process instead of compiling again;
+bnpjax turns that on when it is imported, in a folder of the user's cache directory, unless
+the user has already chosen a JAX cache folder or turned it off:
+
+* ``BNPJAX_CACHE_DIR=/some/folder`` puts the cache there;
+* ``BNPJAX_CACHE_DIR=off`` (or ``0``, ``none``, ``false``, empty) leaves JAX's setting alone;
+* a folder set by JAX's own ``JAX_COMPILATION_CACHE_DIR`` (or ``jax.config``) wins.
+
+What is cached: every program JAX compiles in the process (bnpjax's chunks, inits and
+predictions, and the user's own jitted code) whose compilation took at least
+:data:`MIN_COMPILE_SECONDS`. Entries are a few hundred kB to a few MB each; the folder is
+capped at :data:`MAX_CACHE_BYTES` (least recently used entries are evicted). The key includes
+the program, the jax and jaxlib versions, the device and the XLA flags, so a stale entry is
+never used: it is just not found.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import jax
+
+__all__ = ["cache_dir", "default_cache_dir", "set_compilation_cache"]
+
+#: The environment variable that moves the cache or turns it off.
+CACHE_VARIABLE = "BNPJAX_CACHE_DIR"
+#: Programs that compile faster than this are not written (JAX's default is 1 s; most of a
+#: kernel's programs take 0.2-1 s on a CPU and together make up much of a first fit).
+MIN_COMPILE_SECONDS = 0.2
+#: The most disk the cache folder may take (2 GiB).
+MAX_CACHE_BYTES = 2 * 1024**3
+_OFF = {"", "0", "off", "none", "false", "no"}
+
+
+def default_cache_dir() -> Path:
+    """The platform's per-user cache folder for bnpjax's compiled programs.
+
+    Returns
+    -------
+    pathlib.Path
+        ``$XDG_CACHE_HOME/bnpjax/xla`` (default ``~/.cache``) on Linux,
+        ``~/Library/Caches/bnpjax/xla`` on macOS, ``%LOCALAPPDATA%\\bnpjax\\xla`` on Windows.
+    """
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    elif os.name == "nt":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "bnpjax" / "xla"
+
+
+def cache_dir() -> str | None:
+    """The folder JAX's persistent compilation cache writes to now (None: off)."""
+    return jax.config.jax_compilation_cache_dir
+
+
+def set_compilation_cache(path: str | os.PathLike | None = "default") -> str | None:
+    """Turn the persistent compilation cache on in ``path``, or off.
+
+    Parameters
+    ----------
+    path : str, path-like or None
+        The folder (created if missing); ``"default"``: :func:`default_cache_dir`; None: off
+        for the rest of the process.
+
+    Returns
+    -------
+    str or None
+        The folder in use.
+
+    Raises
+    ------
+    ValueError
+        If ``path`` exists and is not a folder.
+    """
+    if path is None:
+        jax.config.update("jax_compilation_cache_dir", None)
+        _reset()
+        return None
+    folder = default_cache_dir() if isinstance(path, str) and path == "default" else Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"path must be a folder for the compilation cache, got file {folder}")
+    folder.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    jax.config.update("jax_compilation_cache_max_size", MAX_CACHE_BYTES)
+    _reset()
+    return str(folder)
+
+
+def _reset() -> None:
+    """JAX decides once, at the first compilation, whether and where the process caches; a
+    change made after that needs the cache object reset (public since jax 0.4.2x)."""
+    try:
+        from jax.experimental.compilation_cache.compilation_cache import reset_cache
+    except ImportError:  # an older JAX: the setting takes effect if nothing was compiled yet
+        return
+    reset_cache()
+
+
+def _enable_on_import() -> None:
+    """What ``import bnpjax`` does: the default cache, unless the user chose otherwise. A default
+    folder that cannot be created (a read-only home) leaves the cache off quietly, compiling
+    again being the only cost; a folder the user named warns."""
+    if jax.config.jax_compilation_cache_dir:  # the user's own JAX setting wins
+        return
+    chosen = os.environ.get(CACHE_VARIABLE)
+    if chosen is not None and chosen.strip().lower() in _OFF:
+        return
+    try:
+        set_compilation_cache(chosen or "default")
+    except (OSError, ValueError) as err:
+        if chosen:
+            warnings.warn(
+                f"{CACHE_VARIABLE}={chosen!r} cannot hold the compilation cache ({err}); "
+                "programs will be compiled in every process",
+                RuntimeWarning,
+                stacklevel=3,
+            )

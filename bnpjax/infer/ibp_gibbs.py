@@ -1,0 +1,416 @@
+r"""Latent IBP features in any NumPyro model: a block of :class:`numpyro.infer.Gibbs`.
+
+::
+
+    kernel = Gibbs([(IBPGibbs(model), ["Z"]), (NUTS(model), None)])
+    MCMC(kernel, num_warmup=500, num_samples=1000, num_chains=4,
+         chain_method="parallel").run(key, X)
+
+:class:`IBPGibbs` samples the ``IndianBuffetProcess`` sites of a user's model
+(:mod:`bnpjax.priors.ibp_distribution`: a capacity buffer, active columns anywhere in it) from
+their conditional given every other site, computed from the model's own log density; the
+other sites (``alpha``, per-feature parameters shaped by the capacity, noise scales, ...)
+belong to other blocks. What the block leaves invariant, and why, is in
+:mod:`bnpjax.infer.ibp_moves`; in short, one sweep per IBP site is
+
+1. a Gibbs flip of every ``z_nk`` of a feature that other rows hold;
+2. for every row, Meeds et al. (2007)'s Metropolis-Hastings move that removes the row's
+   singleton features and proposes ``Poisson(alpha / N)`` new ones in empty columns, accepted
+   by the likelihood ratio: this is how ``K_+`` grows and shrinks. A new feature's parameters
+   are the values the model's per-feature sites hold in that empty column, which the other
+   blocks keep drawing from their conditional, i.e. the prior (the issue's "draw from the
+   model's own prior" done by the block that owns them: a Gibbs block may only write its own
+   sites). So no parameter site needs to be named or laid out in any particular way.
+
+The chain's stationary law is the model's posterior with the features arranged uniformly at
+random in the buffer (the model's ``sample`` puts them first, in order of appearance): every
+quantity that does not depend on the order of the features (``K_+``, ``Z @ A``, ``alpha``,
+noise scales, predictions, the log density) has exactly the model's law. ``form="buffet"``
+changes only what ``log_prob`` reports.
+
+Rows. Step 1 costs two model evaluations per non-empty column when the rows of ``Z`` are
+conditionally independent given the other sites: every site's log density, taken element by
+element (``Independent`` / ``to_event`` wrappers removed), splits along one axis of length ``N``
+into terms that each depend on one row of ``Z`` only. :class:`IBPGibbs` detects this at
+``init`` by probing the model once on concrete random values (outside the compiled run):
+rerandomising one row of ``Z`` may change only that row's slice of each site. A model that
+fails the probe (a likelihood coupling rows, e.g. a Gaussian process over rows) is sampled
+one entry at a time (one model evaluation per entry), as is every model with
+``rows="joint"``; when the probe cannot run (the model's arguments are traced, e.g. with
+``jit_model_args=True``) the block warns and uses the entry-at-a-time sweep, unless an earlier
+``init`` of the same kernel found the structure.
+
+Capacity. NumPyro's loop cannot grow a buffer. A step whose ``Poisson(alpha / N)`` draw of new
+features exceeded a row's free columns sets ``needed_more_room`` in the block's state (count
+in ``num_overflows``, shown in the progress bar), and the block issues a ``RuntimeWarning``
+from inside the compiled run; the chain is then exact for the IBP truncated to the buffer
+(``K_+ <= capacity``), never silently truncated. Collect the flag with
+``mcmc.run(..., extra_fields=("z",))`` on the composite, or read ``block_states`` of
+``mcmc.last_state``.
+
+References
+----------
+Griffiths, T. L. & Ghahramani, Z. (2011). The Indian buffet process: an introduction and
+review. JMLR 12, 1185-1224.
+Meeds, E., Ghahramani, Z., Neal, R. & Roweis, S. (2007). Modeling dyadic data with binary
+latent factors. NIPS 19.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.distributions import Independent
+from numpyro.handlers import seed, trace
+from numpyro.infer.gibbs import (
+    GIBBS_SITES_KWARG,
+    conditioned,
+    latent_sample_sites,
+    prototype_trace,
+    with_conditioning,
+)
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import identity
+
+from bnpjax.infer import ibp_moves
+
+__all__ = ["IBPGibbs", "IBPGibbsState"]
+
+_IBP_CLASS = ("bnpjax.priors.ibp_distribution", "IndianBuffetProcess")
+
+
+def _is_ibp(fn) -> bool:
+    # by name: infer/ sits below priors/ and must not import it
+    return any((c.__module__, c.__name__) == _IBP_CLASS for c in type(fn).__mro__)
+
+
+class IBPGibbsState(NamedTuple):
+    """``z``: the block's IBP sites (0/1 floats); ``num_features``: K+ of each;
+    ``needed_more_room``: this step wanted more columns than the capacity had free;
+    ``num_overflows``: how many steps did so far; ``rng_key``."""
+
+    z: dict
+    num_features: dict
+    needed_more_room: jax.Array
+    num_overflows: jax.Array
+    rng_key: jax.Array
+
+
+class _Plan(NamedTuple):
+    num_rows: int
+    capacity: int
+    axes: tuple[tuple[str, int], ...] | None  # (site, row axis) per Z-dependent site; None: joint
+
+
+def _elementwise(site) -> jax.Array:
+    """The site's log density without summing over event dimensions of ``Independent``."""
+    fn, value = site["fn"], site["value"]
+    if site["intermediates"]:
+        log_p = fn.log_prob(value, site["intermediates"])
+    else:
+        while isinstance(fn, Independent):
+            fn = fn.base_dist
+        log_p = fn.log_prob(value)
+    if site["scale"] is not None:
+        log_p = site["scale"] * log_p
+    return log_p
+
+
+def _warn_overflow(flag) -> None:
+    if np.any(np.asarray(flag)):
+        warnings.warn(
+            "IBPGibbs: a step needed more feature columns than the IndianBuffetProcess "
+            "capacity had free; the chain samples the IBP truncated to the buffer from here "
+            "on. Give the IndianBuffetProcess a larger capacity.",
+            RuntimeWarning,
+            stacklevel=1,
+        )
+
+
+class IBPGibbs(MCMCKernel):
+    """Gibbs block for the ``IndianBuffetProcess`` sites of a NumPyro model (module
+    docstring).
+
+    Parameters
+    ----------
+    model
+        the user's NumPyro model, the same callable as the other blocks'.
+    rows
+        ``"auto"`` (default): probe whether rows are conditionally independent and use the
+        column-at-a-time sweep if so; ``"joint"``: always one entry at a time.
+
+    Use it as ``Gibbs([(IBPGibbs(model), ["Z"]), (NUTS(model), None)])`` (several IBP sites
+    may be listed, or given to several blocks); alone it samples a model whose only latent
+    sites are IBP sites. Any chain method of ``MCMC`` that ``Gibbs`` accepts works
+    (``"sequential"``, ``"parallel"``, ``jax.vmap``).
+    """
+
+    sample_field = "z"
+
+    def __init__(self, model, *, rows: str = "auto"):
+        if not callable(model):
+            raise ValueError(f"model must be a NumPyro model (a callable), got {model!r}")
+        if rows not in ("auto", "joint"):
+            raise ValueError(f"rows must be 'auto' or 'joint', got {rows!r}")
+        self._model = model
+        self._rows = rows
+        self._plans: dict[str, _Plan] = {}
+        self._sites: tuple[str, ...] = ()
+
+    @property
+    def model(self):
+        return self._model
+
+    @property
+    def sites(self) -> tuple[str, ...]:
+        """The IBP sites this block samples (known after ``init``)."""
+        return self._sites
+
+    def row_axes(self, site: str) -> dict[str, int] | None:
+        """The detected row structure of ``site``: {other site: row axis of its elementwise
+        log density} when rows are conditionally independent, None when the sweep goes one
+        entry at a time (known after ``init``)."""
+        axes = self._plans[site].axes
+        return None if axes is None else dict(axes)
+
+    # ---------------------------------------------------------------------------------------
+    # model evaluations
+
+    def _trace(self, values, model_args, model_kwargs):
+        kwargs = with_conditioning(model_kwargs, values)
+        model = seed(conditioned(self._model), jax.random.key(0))
+        return trace(model).get_trace(*model_args, **kwargs)
+
+    def _log_lik(self, name, values, model_args, model_kwargs):
+        """Every factor of the log density but the IBP prior of ``name``, summed."""
+        model_trace = self._trace(values, model_args, model_kwargs)
+        return sum(
+            jnp.sum(_elementwise(site))
+            for other, site in model_trace.items()
+            if site["type"] == "sample" and other != name
+        )
+
+    def _row_log_lik(self, name, values, model_args, model_kwargs):
+        """``(N,)``: the factors that depend on row ``n`` of ``name``, summed per row."""
+        plan = self._plans[name]
+        model_trace = self._trace(values, model_args, model_kwargs)
+        total = jnp.zeros(plan.num_rows)
+        for other, axis in plan.axes:
+            log_p = jnp.moveaxis(_elementwise(model_trace[other]), axis, 0)
+            total = total + jnp.reshape(log_p, (plan.num_rows, -1)).sum(1)
+        return total
+
+    # ---------------------------------------------------------------------------------------
+    # structure
+
+    def _probe(self, name, model_args, model_kwargs) -> tuple[tuple[str, int], ...] | None:
+        """Find the row axis of every site whose density depends on ``name`` (module
+        docstring); raise when the probe cannot run on concrete values."""
+        kwargs = {k: v for k, v in model_kwargs.items() if k != GIBBS_SITES_KWARG}
+        with jax.ensure_compile_time_eval():
+            keys = jax.random.split(jax.random.key(20240611))
+            base = prototype_trace(conditioned(self._model), keys[0], model_args, kwargs)
+            values = {n: base[n]["value"] for n in latent_sample_sites(base)}
+            num_rows, capacity = base[name]["fn"].num_rows, base[name]["fn"].capacity
+            Z = jax.random.bernoulli(keys[1], 0.5, (num_rows, capacity)).astype(float)
+
+            def logs(Zm):
+                model_trace = self._trace({**values, name: Zm}, model_args, kwargs)
+                return {
+                    n: np.asarray(_elementwise(s))
+                    for n, s in model_trace.items()
+                    if s["type"] == "sample" and n != name
+                }
+
+            reference = logs(Z)
+            rows = sorted({0, num_rows // 2, num_rows - 1})
+            moved = {r: logs(Z.at[r].set(1.0 - Z[r])) for r in rows}
+            moved["all"] = logs(1.0 - Z)
+
+        def same(a, b):
+            return (a == b) | (np.isnan(a) & np.isnan(b))
+
+        axes = []
+        for site, ref in reference.items():
+            if all(np.all(same(ref, m[site])) for m in moved.values()):
+                continue  # does not depend on this IBP site
+            found = None
+            for axis in range(-ref.ndim, 0):
+                if ref.shape[axis] == num_rows and all(
+                    np.all(np.delete(np.moveaxis(same(ref, moved[r][site]), axis, 0), r, 0))
+                    for r in rows
+                ):
+                    found = axis
+                    break
+            if found is None:
+                return None
+            axes.append((site, found))
+        return tuple(axes)
+
+    def _plan(self, name, fn, model_args, model_kwargs) -> _Plan:
+        known = self._plans.get(name)
+        shape = (fn.num_rows, fn.capacity)
+        if self._rows == "joint":
+            return _Plan(*shape, None)
+        try:
+            axes = self._probe(name, model_args, model_kwargs)
+        except Exception as error:  # traced arguments, or a model the probe cannot run
+            if known is not None and (known.num_rows, known.capacity) == shape:
+                return known
+            warnings.warn(
+                f"IBPGibbs could not probe the row structure of site {name!r} ({error!r:.200}); "
+                "it samples the site one entry at a time (correct, slower). Run MCMC with "
+                "concrete model arguments (jit_model_args=False) to let it find the structure.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return _Plan(*shape, None)
+        return _Plan(*shape, axes)
+
+    # ---------------------------------------------------------------------------------------
+    # MCMCKernel
+
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
+        rng_key, key_trace = jax.random.split(rng_key)
+        model_trace = prototype_trace(conditioned(self._model), key_trace, model_args, model_kwargs)
+        latent = latent_sample_sites(model_trace)
+        if init_params:
+            unknown = sorted(set(init_params) - set(latent))
+            if unknown:
+                raise ValueError(f"IBPGibbs: {unknown} are not latent sample sites of the model")
+            sites = tuple(n for n in latent if n in init_params)
+        else:
+            sites = tuple(n for n in latent if _is_ibp(model_trace[n]["fn"]))
+            if not sites:
+                raise ValueError("IBPGibbs: the model has no latent IndianBuffetProcess site")
+        for name in sites:
+            fn = model_trace[name]["fn"]
+            if not _is_ibp(fn):
+                raise ValueError(
+                    f"IBPGibbs samples IndianBuffetProcess sites only; site {name!r} has a "
+                    f"{type(fn).__name__} distribution (give it to another block)"
+                )
+            if fn.batch_shape != ():
+                raise ValueError(
+                    f"IBPGibbs: site {name!r} is a batch of IndianBuffetProcess matrices "
+                    f"(batch shape {fn.batch_shape}); give each matrix its own site"
+                )
+        others = [
+            n
+            for n in latent
+            if n not in sites and model_trace[n]["infer"].get("enumerate", "") != "parallel"
+        ]
+        if others:
+            raise ValueError(
+                f"IBPGibbs samples only IndianBuffetProcess sites; the latent sites {others} "
+                "need a sampler: use IBPGibbs as a block of numpyro.infer.Gibbs, e.g. "
+                "Gibbs([(IBPGibbs(model), ['Z']), (NUTS(model), None)])"
+            )
+        self._sites = sites
+        self._plans = {
+            name: self._plan(name, model_trace[name]["fn"], model_args, model_kwargs)
+            for name in sites
+        }
+        init_params = init_params or {}
+        z = {
+            name: jnp.asarray(init_params.get(name, model_trace[name]["value"]), float)
+            for name in sites
+        }
+        return IBPGibbsState(
+            z=z,
+            num_features={n: jnp.sum(jnp.any(z[n] > 0, 0)).astype(jnp.int32) for n in sites},
+            needed_more_room=jnp.zeros((), bool),
+            num_overflows=jnp.zeros((), jnp.int32),
+            rng_key=rng_key,
+        )
+
+    def _update(self, key, name, values, model_args, model_kwargs):
+        plan = self._plans[name]
+        key_existing, key_single = jax.random.split(key)
+        alpha = self._trace(values, model_args, model_kwargs)[name]["fn"].alpha
+
+        def with_z(Z):
+            return {**values, name: Z}
+
+        Z = values[name]
+        if plan.axes is not None:
+
+            def row_ll(Zm):
+                return self._row_log_lik(name, with_z(Zm), model_args, model_kwargs)
+
+            Z = ibp_moves.existing_column_pass(
+                key_existing, Z, row_ll, log_odds=self._existing_log_odds
+            )
+
+            def log_lik(Zm):
+                return jnp.sum(row_ll(Zm))
+
+            ll = log_lik(Z)
+        else:
+
+            def log_lik(Zm):
+                return self._log_lik(name, with_z(Zm), model_args, model_kwargs)
+
+            Z, ll = ibp_moves.existing_joint_pass(
+                key_existing, Z, log_lik, log_lik(Z), log_odds=self._existing_log_odds
+            )
+        return ibp_moves.singleton_pass(
+            key_single, Z, alpha, log_lik, ll, log_correction=self._singleton_log_correction
+        )
+
+    # the two prior ratios, as attributes so that a test can build a broken twin
+    _existing_log_odds = staticmethod(ibp_moves.existing_log_odds)
+    _singleton_log_correction = staticmethod(ibp_moves.singleton_log_correction)
+
+    def sample(self, state, model_args, model_kwargs):
+        model_kwargs = {} if model_kwargs is None else model_kwargs
+        rng_key, *keys = jax.random.split(state.rng_key, len(self._sites) + 1)
+        values = dict(state.z)
+        short = jnp.zeros((), bool)
+        for key, name in zip(keys, self._sites, strict=True):
+            values[name], short_site = self._update(key, name, values, model_args, model_kwargs)
+            short = short | short_site
+        jax.lax.cond(short, lambda: jax.debug.callback(_warn_overflow, short), lambda: None)
+        return IBPGibbsState(
+            z=values,
+            num_features={n: jnp.sum(jnp.any(values[n] > 0, 0)).astype(jnp.int32) for n in values},
+            needed_more_room=short,
+            num_overflows=state.num_overflows + short.astype(jnp.int32),
+            rng_key=rng_key,
+        )
+
+    def refresh(self, state, model_args, model_kwargs):
+        """Identity: the block caches nothing that depends on the other sites."""
+        return state
+
+    def wrap_model(self, wrapper):
+        kernel = copy.copy(self)
+        kernel._model = wrapper(self._model)
+        kernel._plans = dict(self._plans)
+        return kernel
+
+    def get_constrain_fn(self, model_args, model_kwargs):
+        return identity
+
+    def postprocess_fn(self, model_args, model_kwargs):
+        return identity
+
+    @property
+    def default_fields(self):
+        return ("z",)
+
+    def get_diagnostics_str(self, state) -> str:
+        parts = [f"K+ {int(np.max(np.asarray(k)))}" for k in state.num_features.values()]
+        overflows = int(np.max(np.asarray(state.num_overflows)))
+        if overflows:
+            parts.append(f"needed more room {overflows}x")
+        return ", ".join(parts)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__.copy()

@@ -1,0 +1,342 @@
+"""IBPGibbs, the Gibbs block for IndianBuffetProcess sites of any NumPyro model.
+
+Geweke tests of ``Gibbs([(IBPGibbs(model), ["Z"]), (HMC(model), None)])`` on a
+linear-Gaussian model (alpha, sigma_x, sigma_a and A all sampled) and a non-conjugate Poisson
+latent-feature model, each with a broken twin. The continuous block is HMC with a fixed step
+size and number of steps (exact for any step size; NUTS costs several times more per
+iteration under ``vmap`` for the same check). The HMC block is refreshed after each fresh
+draw of the data, since it caches the potential and its gradient.
+"""
+
+import os
+from collections import namedtuple
+from statistics import NormalDist
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro.distributions.transforms import biject_to
+from numpyro.handlers import condition, seed, trace
+from numpyro.infer import HMC, MCMC, NUTS, Gibbs, Predictive
+from numpyro.infer.gibbs import with_conditioning
+from numpyro.infer.util import log_likelihood
+
+from bnpjax.infer import SamplingAlgorithm
+from bnpjax.infer.ibp_gibbs import IBPGibbs
+from bnpjax.priors.ibp_distribution import IndianBuffetProcess
+from bnpjax.testing import geweke_test
+
+ROWS, DIMS, CAPACITY = 6, 3, 20
+
+
+def lg_model(X=None):
+    alpha = numpyro.sample("alpha", dist.Gamma(4.0, 4.0))
+    Z = numpyro.sample("Z", IndianBuffetProcess(alpha, ROWS, capacity=CAPACITY))
+    sigma_x = numpyro.sample("sigma_x", dist.LogNormal(-0.5, 0.3))
+    sigma_a = numpyro.sample("sigma_a", dist.LogNormal(0.0, 0.3))
+    A = numpyro.sample("A", dist.Normal(0.0, sigma_a).expand([CAPACITY, DIMS]).to_event(2))
+    numpyro.sample("X", dist.Normal(Z @ A, sigma_x).to_event(2), obs=X)
+
+
+def poisson_model(X=None):
+    alpha = numpyro.sample("alpha", dist.Gamma(4.0, 4.0))
+    Z = numpyro.sample("Z", IndianBuffetProcess(alpha, ROWS, capacity=CAPACITY))
+    W = numpyro.sample("W", dist.Normal(0.0, 0.7).expand([CAPACITY, DIMS]).to_event(2))
+    with numpyro.plate("rows", ROWS, dim=-2), numpyro.plate("dims", DIMS, dim=-1):
+        numpyro.sample("X", dist.Poisson(jnp.exp(Z @ W)), obs=X)
+
+
+def lg_statistics(v, X):
+    m = v["Z"].sum(0)
+    return {
+        "K+": jnp.sum(m > 0).astype(float),
+        "sum Z": jnp.sum(v["Z"]),
+        "sum m^2": jnp.sum(m**2),
+        "alpha": v["alpha"],
+        "sigma_x^2": v["sigma_x"] ** 2,
+        "sigma_a^2": v["sigma_a"] ** 2,
+        "mean X^2": jnp.mean(X**2),
+        "<X, ZA>": jnp.sum(X * (v["Z"] @ v["A"])),
+    }
+
+
+def poisson_statistics(v, X):
+    m = v["Z"].sum(0)
+    return {
+        "K+": jnp.sum(m > 0).astype(float),
+        "sum Z": jnp.sum(v["Z"]),
+        "sum m^2": jnp.sum(m**2),
+        "alpha": v["alpha"],
+        "mean X": jnp.mean(X),
+        "<X, ZW>": jnp.sum(X * (v["Z"] @ v["W"])),
+    }
+
+
+class SingletonPriorTwice(IBPGibbs):
+    """Broken twin: the singleton move also multiplies by the prior ratio (alpha/N)^(s'-s),
+    which the proposal already cancels."""
+
+    @staticmethod
+    def _singleton_log_correction(s, s_new, free, lam):
+        return (s_new - s) * jnp.log(lam)
+
+
+class OddsOverN(IBPGibbs):
+    """Broken twin: prior odds m / N of an existing feature instead of m / (N - m)."""
+
+    @staticmethod
+    def _existing_log_odds(m_minus, num_rows):
+        return jnp.log(m_minus) - jnp.log(num_rows)
+
+
+Info = namedtuple("Info", ["capacity_exceeded"])
+
+
+def _geweke(model, block, statistics, *, step_size, num_successive, seed_=0, **settings):
+    gibbs = Gibbs(
+        [
+            (block(model), ["Z"]),
+            (
+                HMC(
+                    model,
+                    step_size=step_size,
+                    trajectory_length=10 * step_size,
+                    adapt_step_size=False,
+                    adapt_mass_matrix=False,
+                ),
+                None,
+            ),
+        ]
+    )
+    X0 = jnp.ones((ROWS, DIMS))
+    gibbs.init(jax.random.key(0), 0, None, (X0,), {})  # concrete: finds the row structure
+    assert gibbs._kernels[0].row_axes("Z") is not None
+    ibp, hmc = gibbs._kernels
+    hmc_sites = gibbs._sites[1]
+
+    def constrained(state):
+        return gibbs.get_constrain_fn((X0,), {})(state.z)
+
+    def prior_sample(key):
+        key_prior, key_init = jax.random.split(key)
+        draw = trace(seed(model, key_prior)).get_trace()
+        params = {"Z": draw["Z"]["value"]}
+        for name in hmc_sites:
+            params[name] = biject_to(draw[name]["fn"].support).inv(draw[name]["value"])
+        return gibbs.init(key_init, 0, params, (draw["X"]["value"],), {})
+
+    def data_sample(key, state):
+        draw = trace(seed(condition(model, constrained(state)), key)).get_trace()
+        return draw["X"]["value"]
+
+    def refresh(X, state):
+        values = constrained(state)
+        blocks = []
+        for kernel, sites, block_state in zip(
+            gibbs._kernels, gibbs._sites, state.block_states, strict=True
+        ):
+            siblings = {k: v for k, v in values.items() if k not in sites}
+            kwargs = with_conditioning({}, siblings)
+            blocks.append(kernel.refresh(block_state, (X,), kwargs))
+        return state._replace(block_states=tuple(blocks))
+
+    def kernel(X):
+        def step(key, state):
+            k_ibp, k_hmc = jax.random.split(key)
+            blocks = (
+                state.block_states[0]._replace(rng_key=k_ibp),
+                state.block_states[1]._replace(rng_key=k_hmc),
+            )
+            state = gibbs.sample(state._replace(block_states=blocks), (X,), {})
+            return state, Info(state.block_states[0].needed_more_room)
+
+        return SamplingAlgorithm(init=None, step=step)
+
+    del ibp, hmc
+    return geweke_test(
+        jax.random.key(seed_),
+        prior_sample=prior_sample,
+        data_sample=data_sample,
+        kernel=kernel,
+        refresh=refresh,
+        test_functions=lambda state, X: statistics(constrained(state), X),
+        num_successive=num_successive,
+        **{"num_marginal": 20_000, "num_chains": 4, "burn_in": 100, **settings},
+    )
+
+
+GEWEKE = {
+    "linear_gaussian": (lg_model, lg_statistics, SingletonPriorTwice, 0.08),
+    "poisson": (poisson_model, poisson_statistics, OddsOverN, 0.08),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("BNPJAX_LONG_TESTS") != "1",
+    reason="IBPGibbs Geweke tests take ~15 min each on 2 cores (HMC block compiled per "
+    "prior draw); set BNPJAX_LONG_TESTS=1 to run them",
+)
+@pytest.mark.parametrize("name", list(GEWEKE))
+def test_geweke(name):
+    model, statistics, broken, step_size = GEWEKE[name]
+    sizes = {"num_successive": 2000, "num_marginal": 5000}
+    result = _geweke(model, IBPGibbs, statistics, step_size=step_size, **sizes)
+    assert result.passed, f"{name}\n{result}"
+    result = _geweke(model, broken, statistics, step_size=step_size, **sizes)
+    assert not result.passed, f"{name} (broken twin)\n{result}"
+    assert result.max_abs_z > 2 * result.threshold, f"{name} (broken twin)\n{result}"
+
+
+# --------------------------------------------------------------------------------------------
+# the exact law on a buffer small enough to enumerate (Z the only latent site)
+
+A_FIXED = jnp.array([[1.0, -1.0], [0.5, 1.5], [-1.2, 0.3]])
+X_FIXED = jnp.array([[1.4, -0.6], [0.2, 1.1], [1.6, 0.5]])
+ALPHA_FIXED = 1.5
+THRESHOLD = NormalDist().inv_cdf(1 - 0.01 / 8)  # Bonferroni, 4 statistics, level 0.01
+
+
+def rows_model(X):
+    Z = numpyro.sample("Z", IndianBuffetProcess(ALPHA_FIXED, 3, capacity=3))
+    numpyro.sample("X", dist.Normal(Z @ A_FIXED, 0.8).to_event(2), obs=X)
+
+
+def coupled_model(X):
+    # the rows of X share one Gaussian over rows: no row of Z is conditionally independent
+    Z = numpyro.sample("Z", IndianBuffetProcess(ALPHA_FIXED, 3, capacity=3))
+    cov = 0.5 * jnp.eye(3) + 0.3
+    numpyro.sample("X", dist.MultivariateNormal((Z @ A_FIXED).T, cov).to_event(1), obs=X.T)
+
+
+def _exact_law(model):
+    """Probability of every 3 x 3 buffer under the block's target (docstring of
+    bnpjax.infer.ibp_moves): the IBP class law spread over arrangements, times the
+    likelihood."""
+    from math import factorial
+
+    Zs = np.array([[(i >> b) & 1 for b in range(9)] for i in range(512)], float).reshape(-1, 3, 3)
+    log_lik = np.asarray(log_likelihood(model, {"Z": jnp.asarray(Zs)}, X_FIXED)["X"])
+    log_prior = []
+    for Z in Zs:
+        m = Z.sum(0)
+        k = int(np.sum(m > 0))
+        term = k * np.log(ALPHA_FIXED) + np.log(factorial(3 - k))
+        term += sum(np.log(factorial(3 - int(x)) * factorial(int(x) - 1) / 6) for x in m if x)
+        log_prior.append(term)
+    log_p = np.array(log_prior) + log_lik
+    return Zs, np.exp(log_p - np.logaddexp.reduce(log_p))
+
+
+@pytest.mark.filterwarnings("ignore:IBPGibbs. a step needed more")  # capacity 3 is the point
+@pytest.mark.parametrize(
+    ("model", "block", "passes"),
+    [
+        (rows_model, IBPGibbs, True),
+        (coupled_model, IBPGibbs, True),
+        (rows_model, OddsOverN, False),
+    ],
+    ids=["rows", "coupled", "rows-broken"],
+)
+def test_exact_law_of_small_buffer(model, block, passes):
+    import arviz as az
+
+    kernel = block(model)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=200,
+        num_samples=3000,
+        num_chains=4,
+        chain_method="sequential",
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(1), X_FIXED)
+    assert (kernel.row_axes("Z") is None) == (model is coupled_model)
+    Zs, probs = _exact_law(model)
+    draws = np.asarray(mcmc.get_samples(group_by_chain=True)["Z"])
+    codes = (draws.reshape(*draws.shape[:2], 9) * (2 ** np.arange(9))).sum(-1).astype(int)
+    tests = {
+        "K+": (Zs.sum(1) > 0).sum(1),
+        "sum Z": Zs.sum((1, 2)),
+        "z_11": Zs[:, 0, 0],
+        "mode": np.arange(512) == np.argmax(probs),
+    }
+    z = {}
+    for name, g in tests.items():
+        values = g[codes].astype(float)
+        mcse = np.std(values) / np.sqrt(az.ess(values, method="mean"))
+        z[name] = (values.mean() - np.sum(g * probs)) / mcse
+    worst = max(abs(v) for v in z.values())
+    assert (worst < THRESHOLD) == passes, z
+    if not passes:
+        assert worst > 2 * THRESHOLD, z
+
+
+# --------------------------------------------------------------------------------------------
+# bad input, capacity, and NumPyro's machinery around the block
+
+
+def test_bad_sites_are_named():
+    with pytest.raises(ValueError, match="site 'alpha' has a Gamma"):
+        Gibbs([(IBPGibbs(lg_model), ["Z", "alpha"]), (NUTS(lg_model), None)]).init(
+            jax.random.key(0), 0, None, (jnp.ones((ROWS, DIMS)),), {}
+        )
+    with pytest.raises(ValueError, match=r"latent sites \['alpha'"):
+        IBPGibbs(lg_model).init(jax.random.key(0), 0, None, (jnp.ones((ROWS, DIMS)),), {})
+    with pytest.raises(ValueError, match="rows must be"):
+        IBPGibbs(lg_model, rows="parallel")
+
+
+def test_capacity_overflow_is_flagged_and_warned():
+    def crowded(X):
+        Z = numpyro.sample("Z", IndianBuffetProcess(6.0, 4, capacity=2))
+        numpyro.sample("X", dist.Normal(Z.sum(1), 1.0).to_event(1), obs=X)
+
+    mcmc = MCMC(IBPGibbs(crowded), num_warmup=5, num_samples=5, progress_bar=False)
+    with pytest.warns(RuntimeWarning, match="more feature columns than the IndianBuffetProcess"):
+        mcmc.run(jax.random.key(0), jnp.ones(4))
+        jax.effects_barrier()
+    assert int(mcmc.last_state.num_overflows) > 0
+    assert "needed more room" in mcmc.sampler.get_diagnostics_str(mcmc.last_state)
+
+
+def two_site_model(X):
+    a1 = numpyro.sample("a1", dist.Gamma(2.0, 2.0))
+    a2 = numpyro.sample("a2", dist.Gamma(2.0, 2.0))
+    Z1 = numpyro.sample("Z1", IndianBuffetProcess(a1, ROWS, capacity=6))
+    Z2 = numpyro.sample("Z2", IndianBuffetProcess(a2, ROWS, capacity=5))
+    A1 = numpyro.sample("A1", dist.Normal(0.0, 1.0).expand([6, DIMS]).to_event(2))
+    A2 = numpyro.sample("A2", dist.Normal(0.0, 1.0).expand([5, DIMS]).to_event(2))
+    with numpyro.plate("rows", ROWS):
+        numpyro.sample("X", dist.Normal(Z1 @ A1 + Z2 @ A2, 0.5).to_event(1), obs=X)
+
+
+@pytest.mark.parametrize("chain_method", ["sequential", jax.vmap], ids=["sequential", "vmap"])
+def test_works_with_numpyro_machinery(chain_method, capsys):
+    import arviz as az
+
+    X = jax.random.normal(jax.random.key(3), (ROWS, DIMS))
+    kernel = Gibbs([(IBPGibbs(two_site_model), ["Z1", "Z2"]), (NUTS(two_site_model), None)])
+    mcmc = MCMC(
+        kernel,
+        num_warmup=10,
+        num_samples=10,
+        num_chains=2,
+        chain_method=chain_method,
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(0), X)
+    assert kernel.blocks[0][0].row_axes("Z1") == {"X": -2}
+    samples = mcmc.get_samples()
+    assert samples["Z1"].shape == (20, ROWS, 6) and samples["Z2"].shape == (20, ROWS, 5)
+    assert set(np.unique(np.asarray(samples["Z1"]))) <= {0.0, 1.0}
+    mcmc.print_summary()
+    assert "a1" in capsys.readouterr().out
+    idata = az.from_numpyro(mcmc)
+    assert idata.posterior["Z2"].shape == (2, 10, ROWS, 5)
+    assert idata.log_likelihood["X"].shape == (2, 10, ROWS)
+    predictive = Predictive(two_site_model, samples)(jax.random.key(1), None)
+    assert predictive["X"].shape == (20, ROWS, DIMS)

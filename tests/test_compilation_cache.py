@@ -1,0 +1,50 @@
+"""The persistent compilation cache: on by default in the user's cache folder, moved or turned
+off by BNPJAX_CACHE_DIR, never overriding a JAX setting, and used by a second process."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bnpjax import compilation_cache
+
+_PROGRAM = """
+import jax, jax.numpy as jnp, bnpjax, sys
+from bnpjax.compilation_cache import cache_dir
+print(cache_dir())
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+f = jax.jit(lambda x: jnp.cumsum(jnp.sin(x) ** 2) @ x)
+f(jnp.ones(37)).block_until_ready()
+"""
+
+
+def _run(env_extra, tmp_path):
+    chosen = ("JAX_COMPILATION_CACHE_DIR", "BNPJAX_CACHE_DIR", "XDG_CACHE_HOME")
+    env = {k: v for k, v in os.environ.items() if k not in chosen}
+    env.update(env_extra, JAX_PLATFORMS="cpu", HOME=str(tmp_path / "home"))
+    out = subprocess.run(
+        [sys.executable, "-c", _PROGRAM], env=env, capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_default_folder_second_process_reads_it_and_the_switches(tmp_path):
+    folder = _run({}, tmp_path)
+    assert folder == str(tmp_path / "home" / ".cache" / "bnpjax" / "xla")
+    written = sorted(os.listdir(folder))
+    assert written, "the first process wrote no compiled program"
+    _run({}, tmp_path)  # same program: found, nothing new written
+    assert sorted(os.listdir(folder)) == written
+
+    moved = tmp_path / "elsewhere"
+    assert _run({"BNPJAX_CACHE_DIR": str(moved)}, tmp_path) == str(moved)
+    assert _run({"BNPJAX_CACHE_DIR": "off"}, tmp_path) == "None"
+    mine = tmp_path / "mine"
+    assert _run({"JAX_COMPILATION_CACHE_DIR": str(mine)}, tmp_path) == str(mine)
+
+
+def test_a_file_is_not_a_cache_folder(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="path must be a folder"):
+        compilation_cache.set_compilation_cache(tmp_path / "file")

@@ -1,0 +1,69 @@
+"""Every notebook in notebooks/ runs top to bottom (with shorter settings in its parameters
+cell, as papermill would inject them), so that a committed notebook cannot rot."""
+
+import json
+import os
+import pathlib
+import time
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+ROOT = pathlib.Path(__file__).parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+#: the settings CI runs with, by notebook (injected after the cell tagged "parameters")
+SHORT = {
+    "ibp_bars": {"NUM_SAMPLES": 40, "NUM_WARMUP": 40, "NUM_CHAINS": 2},
+    "fm_movielens": {"N_ITER": 30, "N_KEPT": 20},
+    "diagnostics_and_comparison": {"NUM_SAMPLES": 200, "NUM_WARMUP": 50, "NUM_CHAINS": 2},
+}
+#: the real data a notebook reads, by notebook: (loader in bnpjax.datasets, its arguments)
+DATA = {"fm_movielens": ("movielens", ("ml-100k",))}
+#: the longest a notebook may take at the short settings
+LIMIT_S = 60
+
+
+def _with_parameters(notebook, values):
+    """The notebook with a cell that sets ``values`` after its "parameters" cell."""
+    for index, cell in enumerate(notebook.cells):
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            source = "\n".join(f"{k} = {json.dumps(v)}" for k, v in values.items())
+            injected = nbformat.v4.new_code_cell("# injected by the test\n" + source)
+            notebook.cells.insert(index + 1, injected)
+            return notebook
+    raise AssertionError("the notebook has no cell tagged 'parameters'")
+
+
+def test_there_are_notebooks_with_outputs():
+    assert NOTEBOOKS
+    for path in NOTEBOOKS:
+        notebook = nbformat.read(path, as_version=4)
+        code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+        assert all(cell.get("outputs") is not None for cell in code)
+        assert any(cell.outputs for cell in code), f"{path.name} is committed without outputs"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs(path, tmp_path, monkeypatch):
+    if path.stem in DATA:
+        datasets = pytest.importorskip("bnpjax.datasets")
+        loader, args = DATA[path.stem]
+        kwargs = {"download": False} if loader == "movielens" else {}
+        try:
+            getattr(datasets, loader)(*args, **kwargs)
+        except datasets.DataNotFoundError as err:
+            pytest.skip(f"{path.name} reads real data that are absent (set $BNPJAX_DATA): {err}")
+    # the kernel runs in tmp_path: let it import this checkout's bnpjax, not another install
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    notebook = _with_parameters(nbformat.read(path, as_version=4), SHORT.get(path.stem, {}))
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=LIMIT_S,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    start = time.perf_counter()
+    client.execute()
+    assert time.perf_counter() - start < LIMIT_S
