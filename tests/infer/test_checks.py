@@ -219,7 +219,7 @@ def test_cli_fit_fm_refuses_ordinal_levels_with_gaps(tmp_path, capsys):
 def test_cli_fit_ilfm_refuses_a_dense_array_beyond_memory_naming_its_size(tmp_path, capsys):
     from bnpjax.cli import main
 
-    (tmp_path / "edges.tsv").write_text("0 1\n1 2\n2 1000000\n")
+    (tmp_path / "edges.tsv").write_text("source\ttarget\n0\t1\n1\t0\n2\t1000000\n")
     assert main(["fit", "ilfm", "--data", str(tmp_path / "edges.tsv"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "shape (1, 1000001, 1000001)" in err and "TiB" in err
