@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -78,6 +79,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity
 
 from bnpjax.infer import ibp_moves
+from bnpjax.infer.numpyro_bridge import warn_if_any
 
 __all__ = ["IBPGibbs", "IBPGibbsState"]
 
@@ -121,15 +123,11 @@ def _elementwise(site) -> jax.Array:
     return log_p
 
 
-def _warn_overflow(flag) -> None:
-    if np.any(np.asarray(flag)):
-        warnings.warn(
-            "IBPGibbs: a step needed more feature columns than the IndianBuffetProcess "
-            "capacity had free; the chain samples the IBP truncated to the buffer from here "
-            "on. Give the IndianBuffetProcess a larger capacity.",
-            RuntimeWarning,
-            stacklevel=1,
-        )
+_OVERFLOW_MESSAGE = (
+    "IBPGibbs: a step needed more feature columns than the IndianBuffetProcess "
+    "capacity had free; the chain samples the IBP truncated to the buffer from here "
+    "on. Give the IndianBuffetProcess a larger capacity."
+)
 
 
 class IBPGibbs(MCMCKernel):
@@ -376,7 +374,11 @@ class IBPGibbs(MCMCKernel):
         for key, name in zip(keys, self._sites, strict=True):
             values[name], short_site = self._update(key, name, values, model_args, model_kwargs)
             short = short | short_site
-        jax.lax.cond(short, lambda: jax.debug.callback(_warn_overflow, short), lambda: None)
+        jax.lax.cond(
+            short,
+            lambda: jax.debug.callback(partial(warn_if_any, message=_OVERFLOW_MESSAGE), short),
+            lambda: None,
+        )
         return IBPGibbsState(
             z=values,
             num_features={n: jnp.sum(jnp.any(values[n] > 0, 0)).astype(jnp.int32) for n in values},

@@ -39,6 +39,7 @@ data when built and is not conditioned on other sites (``refresh`` is not implem
 from __future__ import annotations
 
 import collections
+import functools
 import warnings
 from typing import Any
 
@@ -69,15 +70,18 @@ def _mcmc_kernel_base():
     return MCMCKernel
 
 
-def _warn_capacity(newly_exceeded) -> None:
-    if np.any(np.asarray(newly_exceeded)):
-        warnings.warn(
-            "a bnpjax step needed more room than the kernel's feature capacity; NumPyro "
-            "cannot grow the buffer, so the draws from here on are those of a truncated "
-            "sampler. Build the kernel with a larger capacity or run it with bnpjax.sample.",
-            RuntimeWarning,
-            stacklevel=1,
-        )
+def warn_if_any(flag, message: str) -> None:
+    """Host side of a ``jax.debug.callback``: a ``RuntimeWarning`` when any of ``flag`` is set
+    (NumPyro's loop cannot grow a buffer, so a step that needed more room is said, not hidden)."""
+    if np.any(np.asarray(flag)):
+        warnings.warn(message, RuntimeWarning, stacklevel=1)
+
+
+_CAPACITY_MESSAGE = (
+    "a bnpjax step needed more room than the kernel's feature capacity; NumPyro "
+    "cannot grow the buffer, so the draws from here on are those of a truncated "
+    "sampler. Build the kernel with a larger capacity or run it with bnpjax.sample."
+)
 
 
 class NumPyroKernel(_mcmc_kernel_base()):
@@ -205,7 +209,10 @@ class NumPyroKernel(_mcmc_kernel_base()):
             )
         exceeded = getattr(info, CAPACITY_FIELDS[0], None)
         exceeded = jnp.zeros((), bool) if exceeded is None else jnp.any(exceeded)
-        jax.debug.callback(_warn_capacity, exceeded & ~state.capacity_exceeded)
+        jax.debug.callback(
+            functools.partial(warn_if_any, message=_CAPACITY_MESSAGE),
+            exceeded & ~state.capacity_exceeded,
+        )
         trace = self._trace_fn(new_state, info)
         return self._pack(
             state.i + 1,
