@@ -75,7 +75,7 @@ def split(net, rep: int):
     return test_src, test_dst, test_y, rest
 
 
-def training_data(net, rep, prop, test_src, test_dst, rest, likelihood):
+def training_data(net, rep, prop, test_src, test_dst, rest, likelihood, zeros="dense"):
     n_train = max(1, round(prop * rest.shape[0]))
     train, unused = rest[:n_train], rest[n_train:]
     unobserved = np.stack(
@@ -97,7 +97,7 @@ def training_data(net, rep, prop, test_src, test_dst, rest, likelihood):
         unobserved=unobserved,
         keep=prop,
         hash_seed=rep,
-        zeros="dense" if net.num_nodes <= 20_000 else "none",
+        zeros=zeros if net.num_nodes <= 20_000 else "none",
         likelihood=likelihood,
         pad_to=rest.shape[0],  # one shape for every proportion: one compilation
     )
@@ -115,6 +115,7 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
                 store_gamma=args.exclude_self,
                 max_count=max_count,
                 init=init,
+                node_update=args.node_update or "pass",
             )
             result = fit_run(
                 algorithm, key, args.iters, num_draws=1, progress_bar=False, chunk_size=args.iters
@@ -136,10 +137,11 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
             tau=args.tau,
             kappa=args.kappa,
             kappa_node=args.kappa_node,
+            node_update=args.node_update or "solve",
         )
-        result = fit_run(
-            algorithm, key, args.steps, num_draws=1, progress_bar=False, chunk_size=args.steps
-        )
+        N = int(data.degree.shape[0])
+        steps = args.steps or max(1, round(args.passes * N / args.batch))
+        result = fit_run(algorithm, key, steps, num_draws=1, progress_bar=False, chunk_size=steps)
     history = result.history
     curve = history["loglik"] if "loglik" in history else history["valid_loglik"]
     return result.state, curve, result.timings
@@ -153,7 +155,26 @@ def main(argv=None):
     parser.add_argument("--K", type=int, default=10)
     parser.add_argument("--method", choices=["cvb0", "scvb0"], default="cvb0")
     parser.add_argument("--iters", type=int, default=100, help="CVB0 passes")
-    parser.add_argument("--steps", type=int, default=3000, help="stochastic CVB0 steps (max)")
+    parser.add_argument(
+        "--passes",
+        type=float,
+        default=100,
+        help="stochastic CVB0: visits per node on average (steps = passes N / batch)",
+    )
+    parser.add_argument("--steps", type=int, default=0, help="stochastic CVB0 steps (0: --passes)")
+    parser.add_argument(
+        "--node-update",
+        choices=["solve", "pass"],
+        default=None,
+        help="node rows: solved for their fixed point or one pass (default: pass for cvb0, "
+        "solve for scvb0)",
+    )
+    parser.add_argument(
+        "--stop-on-test",
+        action="store_true",
+        help="the old plateau stop: the test pairs, relabelled as zeros, as validation (it "
+        "stops stochastic CVB0 after about 500 steps: AUC 0.747 / 0.811 on fb_uc)",
+    )
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--draws", type=int, default=256)
     parser.add_argument("--tau", type=float, default=1024.0)
@@ -186,11 +207,15 @@ def main(argv=None):
         net = load_network(name)
         for rep in range(args.reps):
             test_src, test_dst, test_y, rest = split(net, rep)
-            valid = (test_src[::2], test_dst[::2], test_y[::2] * 0)  # plateau signal only
+            # no early stop by default: the test pairs must not steer the fit
+            valid = (test_src[::2], test_dst[::2], test_y[::2] * 0) if args.stop_on_test else None
             for likelihood in args.models:
                 hyper = wmmsb.make_hyper(args.K, likelihood=likelihood)
                 for prop in args.props:
-                    data = training_data(net, rep, prop, test_src, test_dst, rest, likelihood)
+                    zeros = "dense" if args.method == "cvb0" else "none"  # scvb0 draws them
+                    data = training_data(
+                        net, rep, prop, test_src, test_dst, rest, likelihood, zeros
+                    )
                     key = jax.random.key(1000 * rep + int(prop * 100))
                     t0 = time.perf_counter()
                     state, curve, timings = fit(

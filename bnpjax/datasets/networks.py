@@ -29,6 +29,13 @@ from typing import NamedTuple
 import numpy as np
 
 from bnpjax.datasets.home import DataNotFoundError, get_data_home
+from bnpjax.infer.checks import check_integer
+from bnpjax.infer.edges import (
+    check_edge_list,
+    edges_from_sparse,
+    is_sparse_matrix,
+    numeric_vector,
+)
 
 __all__ = ["NETWORKS", "Network", "load_network", "read_edge_list"]
 
@@ -41,7 +48,8 @@ class Network(NamedTuple):
     link, ``src != dst`` (undirected links in either orientation; a pair listed twice is
     refused by ``make_network``); ``weight``: ``(L,)`` int64 counts ``>= 1`` (pairs not
     listed are zeros); ``directed``: whether ``(i, j)`` and ``(j, i)`` are different pairs;
-    ``labels``: the source's node names, ``labels[k]`` naming node ``k``. Feed it to
+    ``labels``: the source's node names, ``labels[k]`` naming node ``k`` (``range(N)`` for
+    a matrix or an edge list given in memory). Feed it to
     :func:`bnpjax.models.wmmsb.make_network`.
     """
 
@@ -128,8 +136,89 @@ def _read_tsv(path):
     return table[:, 0].astype(np.int64), table[:, 1].astype(np.int64), table[:, 2]
 
 
-def load_network(name: str, data_home: str | os.PathLike | None = None) -> Network:
-    """Load one of :data:`NETWORKS` (table in the module docstring)."""
+def _network_from_edges(source, directed, num_nodes):
+    """A :class:`Network` from a ``scipy.sparse`` matrix or an ``(src, dst[, weight])``
+    edge list of 0-based ids, validated (:func:`bnpjax.infer.edges.check_edge_list`) and
+    never densified; undirected pairs come out as ``(min, max)``."""
+    if is_sparse_matrix(source):
+        if num_nodes is not None and num_nodes != source.shape[0]:
+            raise ValueError(f"num_nodes={num_nodes!r} disagrees with the matrix {source.shape}")
+        N, src, dst, weight, directed = edges_from_sparse(source, directed=directed, name="name")
+    else:
+        try:
+            parts = tuple(source)
+        except TypeError:
+            parts = ()
+        if len(parts) not in (2, 3):
+            raise ValueError(
+                "name must be a network name, a file, a scipy.sparse matrix or an edge list "
+                f"(src, dst[, weight]), got {type(source).__name__}"
+            )
+        if directed is None:
+            raise ValueError("directed must be given (True or False) with an edge list")
+        src = numeric_vector("name (src)", parts[0])
+        dst = numeric_vector("name (dst)", parts[1], src.shape[0])
+        if num_nodes is None:
+            num_nodes = int(max(src.max(initial=0), dst.max(initial=0))) + 1
+        N = check_integer(num_nodes, "num_nodes", 2)
+        src, dst, weight = check_edge_list(
+            N,
+            src,
+            dst,
+            parts[2] if len(parts) == 3 else None,
+            directed=bool(directed),
+            names=("name (src)", "name (dst)", "name (weight)"),
+            allow_zero=False,
+        )
+    if np.any(weight <= 0):
+        keep = weight > 0
+        src, dst, weight = src[keep], dst[keep], weight[keep]
+    return Network("edges", N, src, dst, weight, bool(directed), range(N))
+
+
+def load_network(
+    name,
+    data_home: str | os.PathLike | None = None,
+    *,
+    directed: bool | None = None,
+    num_nodes: int | None = None,
+) -> Network:
+    """Load one of :data:`NETWORKS` (table in the module docstring), an edge-list file, a
+    ``scipy.sparse`` count matrix or an edge list, as a :class:`Network`.
+
+    Parameters
+    ----------
+    name : str, path, scipy.sparse matrix or tuple
+        A name of :data:`NETWORKS`; a path to a ``source target [weight]`` file (read by
+        :func:`read_edge_list`; ``directed`` required); a square sparse count matrix
+        (``directed`` defaults to "not symmetric"; stored zeros dropped); or ``(src, dst)``
+        / ``(src, dst, weight)`` arrays of 0-based node ids and positive integer counts
+        (``directed`` required). Matrices and edge lists are never densified: 10^7 edges
+        take ``O(E)`` memory.
+    data_home : str or path, optional
+        Where the named networks live (see :func:`bnpjax.datasets.get_data_home`).
+    directed : bool, optional
+        For files, matrices and edge lists.
+    num_nodes : int, optional
+        For edge lists: the number of nodes (default: the largest id + 1).
+
+    Returns
+    -------
+    Network
+        Labels: the source's node names; ``range(num_nodes)`` for matrices and edge lists.
+
+    Raises
+    ------
+    ValueError
+        A bad network (self-loops, negative or non-integer counts, ids out of range,
+        duplicate pairs), naming the argument.
+    """
+    if not isinstance(name, str | os.PathLike):
+        return _network_from_edges(name, directed, num_nodes)
+    if name not in NETWORKS and os.path.isfile(name):
+        if directed is None:
+            raise ValueError("directed must be given (True or False) to read an edge-list file")
+        return read_edge_list(name, directed=directed)
     if name not in NETWORKS:
         raise ValueError(f"name must be one of {sorted(NETWORKS)}, got {name!r}")
     directed, newman = NETWORKS[name]

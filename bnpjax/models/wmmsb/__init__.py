@@ -11,7 +11,9 @@ the MMSB). Held-out and missing pairs are never counted as zeros.
 Inference: :func:`collapsed_gibbs` (an exact sampler, run by :func:`bnpjax.sample`),
 :func:`cvb0` and :func:`scvb0` (collapsed variational Bayes and its stochastic version for
 large networks, run by :func:`bnpjax.fit`). :func:`predict` and :func:`log_likelihood` read
-the draws of either.
+the draws of either. :func:`make_network` takes edge lists and ``scipy.sparse`` matrices; with
+``zeros="none"`` the data are ``O(N + E)`` and stochastic CVB0 draws the zeros, so networks
+of 10^6 nodes fit in memory.
 
 References
 ----------

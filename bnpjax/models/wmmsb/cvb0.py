@@ -46,6 +46,7 @@ from bnpjax.models.wmmsb.likelihood import (
     _log_pred,
     _log_pred_zero,
     _log_theta,
+    _solve_rows,
     _variational_output,
 )
 from bnpjax.ops import segment_sum
@@ -166,7 +167,9 @@ def _dense_zero_pass(zmask, stats, hyper, likelihood):
     return (nn, jnp.zeros_like(n_y), nphi), ll
 
 
-def _step(data, hyper, key, state, *, likelihood, chunk, store, ymax=None, init=None):
+def _step(
+    data, hyper, key, state, *, likelihood, chunk, store, ymax=None, init=None, node_update="pass"
+):
     del key, init
     stats = (state.n_node, state.n_y, state.n_phi, state.r, state.p)
     explicit = (data.src, data.dst, data.y, data.w)
@@ -178,12 +181,17 @@ def _step(data, hyper, key, state, *, likelihood, chunk, store, ymax=None, init=
         zpairs, state.zgamma if store else None, stats, hyper, likelihood, chunk, True
     )
     n_node, n_y, n_phi = (a + b for a, b in zip(s1, s2, strict=True))
+    zero_roles = s2[0]
     count = jnp.sum(data.w) + jnp.sum(data.zw)
     if data.zmask.shape[0]:
         s3, ll3 = _dense_zero_pass(data.zmask, stats, hyper, likelihood)
         n_node, n_y, n_phi = (a + b for a, b in zip((n_node, n_y, n_phi), s3, strict=True))
+        zero_roles = zero_roles + s3[0]
         ll2 = ll2 + ll3
         count = count + jnp.sum(data.zmask)
+    if node_update == "solve":
+        theta = jnp.exp(_log_theta(state.n_node, hyper.alpha))
+        n_node = _solve_rows(s1[0], zero_roles / theta, zero_roles.sum(-1), hyper.alpha)
     r, p = state.r, state.p
     if likelihood == "bg":
         r, p = _bg_update(n_y, n_phi, p, hyper)
@@ -194,8 +202,10 @@ def _step(data, hyper, key, state, *, likelihood, chunk, store, ymax=None, init=
     return new, CVB0Info(total / count, total)
 
 
-def _init(data, hyper, key, *, likelihood, chunk, store, ymax=None, init="assortative"):
-    del chunk, ymax
+def _init(
+    data, hyper, key, *, likelihood, chunk, store, ymax=None, init="assortative", node_update=None
+):
+    del chunk, ymax, node_update
     tilt_size = 9.0 if init == "assortative" else 0.0
     K = hyper.alpha.shape[0]
     N = _num_nodes(data)
@@ -300,6 +310,7 @@ def cvb0(
     chunk: int = 4096,
     max_count: int | None = None,
     init: str = "assortative",
+    node_update: str = "pass",
     pointwise_log_likelihood: bool | None = None,
 ) -> VariationalAlgorithm:
     """Synchronous CVB0 as a variational algorithm (one step = one full pass).
@@ -332,6 +343,13 @@ def cvb0(
         network to share one compilation).
     init : {"assortative", "random"}
         Starting :math:`\\gamma` (see :func:`init`). CVB0 finds a local optimum.
+    node_update : {"pass", "solve"}
+        "pass": the node rows are the sums of one pass (plain CVB0); "solve": each row is
+        moved to its fixed point given the pass's link roles and zero factors (the same
+        fixed points, reached in far fewer passes on sparse networks, where a pass moves
+        the memberships by only about degree / number of zeros; see
+        ``likelihood._solve_rows``). Use "solve" on large sparse networks (the MMSB on
+        hep-th stays at AUC 0.50 after 100 plain passes).
     pointwise_log_likelihood : bool, optional
         Store the pointwise log-likelihood of every observed pair under every draw (the
         ``log_likelihood`` group, with ``observed_data``); default: on up to 20000 observed
@@ -362,9 +380,13 @@ def cvb0(
             ymax = int(max_count)
         elif top <= 65536:
             ymax = 2 ** int(np.ceil(np.log2(max(top, 1.0))))  # rounded up: fewer recompiles
+    if node_update not in ("pass", "solve"):
+        raise ValueError(f"node_update must be 'pass' or 'solve', got {node_update!r}")
     static = dict(
         likelihood=likelihood, chunk=int(chunk), store=bool(store_gamma), ymax=ymax, init=init
     )
+    if node_update != "pass":  # the default keeps the settings (and the cache key) of before
+        static["node_update"] = node_update
     sample, spec = _variational_output(
         data, hyper, likelihood, pointwise_log_likelihood, f"wmmsb.cvb0.{likelihood}", static
     )

@@ -17,6 +17,12 @@ from bnpjax.infer.checks import (
     check_real_array,
     renamed_arguments,
 )
+from bnpjax.infer.edges import (
+    check_edge_list,
+    edges_from_sparse,
+    is_sparse_matrix,
+    numeric_vector,
+)
 
 __all__ = [
     "LIKELIHOODS",
@@ -41,8 +47,11 @@ class WMMSBData(NamedTuple):
     value (Geweke data hold every pair here). Implicit zeros (``zsrc``, ``zdst``, ``zw``): the
     observed non-links, enumerated only when the network is small enough (full-batch
     methods); stochastic CVB0 draws them on the fly instead: a pair is an observed zero iff it
-    is not in ``special`` (sorted keys of the explicit and the unobserved pairs) and
-    ``hash_uniform(key, hash_seed) < keep``. ``w`` is 1 for a real pair and 0 for padding.
+    is not special (an explicit or an unobserved pair, listed by ``special_ptr`` /
+    ``special_dst`` as CSR rows, undirected pairs as ``(min, max)``) and
+    ``hash_uniform(pair_keys(i, j), hash_seed) < keep``. Without listed or dense zeros every
+    array is of size ``O(N + E)`` (``E`` explicit plus unobserved pairs). ``w`` is 1 for a
+    real pair and 0 for padding.
     ``adj_ptr``/``adj`` list the explicit pairs of each node (CSR), ``max_degree`` padded.
     """
 
@@ -56,7 +65,8 @@ class WMMSBData(NamedTuple):
     zw: jax.Array
     adj_ptr: jax.Array  # (N + 1,) int32
     adj: jax.Array  # (2 P,) int32 explicit pair ids, grouped by node
-    special: jax.Array  # sorted int32 keys
+    special_ptr: jax.Array  # (N + 1,) int32: special pairs (i, .) in special_dst[ptr[i]:ptr[i+1]]
+    special_dst: jax.Array  # (M,) int32 sorted within each row
     keep: jax.Array  # () float
     hash_seed: jax.Array  # () uint32
     directed: jax.Array  # () bool
@@ -160,27 +170,24 @@ def hash_uniform(keys, hash_seed):
 
 @renamed_arguments(n_nodes="num_nodes")
 def pair_keys(src, dst, num_nodes: int, directed: bool):
-    """``i * N + j`` for directed pairs, ``min * N + max`` for undirected (int32; N < 46341)."""
+    """``i * N + j`` for directed pairs, ``min * N + max`` for undirected: int32 for
+    ``N < 46341`` (exact keys), else uint32 modulo ``2**32`` (the pair hash's input; JAX or
+    NumPy alike)."""
     xp = jnp if isinstance(src, jax.Array) else np
-    src = xp.asarray(src).astype(xp.int32)
-    dst = xp.asarray(dst).astype(xp.int32)
+    kind = xp.int32 if num_nodes <= _MAX_EXACT_KEY_NODES else xp.uint32
+    src = xp.asarray(src).astype(kind)
+    dst = xp.asarray(dst).astype(kind)
     if not directed:
         src, dst = xp.minimum(src, dst), xp.maximum(src, dst)
-    return src * xp.int32(num_nodes) + dst
+    with np.errstate(over="ignore"):
+        return src * kind(num_nodes) + dst
 
 
-def _int_array(name, value, n=None):
-    arr = np.asarray(value)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    if n is not None and arr.shape[0] != n:
-        raise ValueError(f"{name} must have length {n}, got {arr.shape[0]}")
-    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"{name} must be numeric")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite (no NaN/inf)")
-    check_dtype_range(arr, name)
-    return arr
+#: Pair keys ``i * N + j`` fit an int32 up to this many nodes.
+_MAX_EXACT_KEY_NODES = 46_340
+
+
+_int_array = numeric_vector
 
 
 def _check_counts(name, y, likelihood):
@@ -202,14 +209,49 @@ def _check_node_ids(name, ids, num_nodes):
         raise ValueError(f"{name} holds node ids outside 0..{num_nodes - 1} or non-integers")
 
 
+def _network_source(num_nodes, src, dst, weight, directed):
+    """``(N, src, dst, weight, directed)`` from the forms :func:`make_network` takes: a node
+    count and an edge list, a ``scipy.sparse`` matrix, or a
+    :class:`bnpjax.datasets.Network`."""
+    if is_sparse_matrix(num_nodes):
+        if src is not None or dst is not None or weight is not None:
+            raise ValueError("src/dst/weight: give either a sparse matrix or an edge list")
+        return edges_from_sparse(num_nodes, directed=directed, name="num_nodes (matrix)")
+    if all(hasattr(num_nodes, a) for a in ("num_nodes", "src", "dst", "weight", "directed")):
+        net = num_nodes
+        if src is not None or dst is not None:
+            raise ValueError("src/dst: give either a Network or an edge list")
+        directed = net.directed if directed is None else directed
+        weight = net.weight if weight is None else weight
+        num_nodes, src, dst = net.num_nodes, net.src, net.dst
+    if src is None or dst is None:
+        raise ValueError("src and dst (the edge list) are required with a node count")
+    if directed is None:
+        raise ValueError("directed must be given (True or False) for an edge list")
+    check_integer(num_nodes, "num_nodes", 2)
+    src, dst, y = check_edge_list(int(num_nodes), src, dst, weight, directed=bool(directed))
+    return int(num_nodes), src, dst, y, bool(directed)
+
+
+def _special_rows(src, dst, num_nodes):
+    """CSR rows ``(ptr, dst)`` of the sorted unique pairs ``(src, dst)``."""
+    order = np.lexsort((dst, src))
+    src, dst = src[order], dst[order]
+    if src.shape[0] > 1:
+        new = np.concatenate([[True], (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])])
+        src, dst = src[new], dst[new]
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=num_nodes))])
+    return ptr, dst
+
+
 @renamed_arguments(n_nodes="num_nodes", seed="hash_seed")
 def make_network(
-    num_nodes: int,
-    src,
-    dst,
+    num_nodes,
+    src=None,
+    dst=None,
     weight=None,
     *,
-    directed: bool,
+    directed: bool | None = None,
     unobserved=None,
     keep: float = 1.0,
     hash_seed: int = 0,
@@ -217,23 +259,31 @@ def make_network(
     likelihood: str = "nb",
     pad_to: int = 1,
 ) -> WMMSBData:
-    """Validate an edge list and build :class:`WMMSBData`.
+    """Validate an edge list (or a sparse matrix) and build :class:`WMMSBData`.
+
+    Nothing of size ``N x N`` is built unless ``zeros`` asks for it: with ``zeros="none"``
+    (the default above 20000 nodes) memory is ``O(N + E)``, so 10^6 nodes and 10^7 edges fit
+    (stochastic CVB0 then draws the zeros).
 
     Parameters
     ----------
-    num_nodes : int
-        Number of nodes (at least 2, at most 46340: int32 pair keys).
+    num_nodes : int, scipy.sparse matrix or Network
+        Number of nodes (at least 2; at most 46340 with listed or dense zeros); or a square
+        ``scipy.sparse`` count matrix (read without densifying; stored zeros dropped;
+        ``directed`` defaults to "not symmetric"; undirected: symmetric or each pair once);
+        or a :class:`bnpjax.datasets.Network` (its ``directed`` by default).
     src, dst : array of int
         0-based node ids of the observed explicit pairs (no self-loops, no duplicates; for
         undirected data ``i-j`` and ``j-i`` are the same pair).
     weight : array of int, optional
         Non-negative integer counts of the pairs (default 1; 0/1 for "bernoulli").
     directed : bool
-        Whether ``(i, j)`` and ``(j, i)`` are different pairs.
+        Whether ``(i, j)`` and ``(j, i)`` are different pairs (required for an edge list).
     unobserved : array of shape (M, 2), optional
         Held-out or missing pairs: never counted as observations (neither links nor zeros).
     keep : float
-        Every other pair is an observed zero if ``hash_uniform(key, hash_seed) < keep``.
+        Every other pair is an observed zero if ``hash_uniform(pair_keys(i, j), hash_seed)
+        < keep``.
     hash_seed : int
         The uint32 seed of that deterministic pair hash, in ``[0, 2**32)``.
     zeros : {"list", "dense", "none"}, optional
@@ -248,34 +298,34 @@ def make_network(
     Returns
     -------
     WMMSBData
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: ids out of range, self-loops, negative or non-integer counts,
+        duplicate pairs, a bad setting.
     """
-    check_integer(num_nodes, "num_nodes", 2)
     _check_likelihood(likelihood)
     pad_to = check_integer(pad_to, "pad_to", 1)
     if check_integer(hash_seed, "hash_seed", 0) >= 2**32:
         raise ValueError(
             f"hash_seed must be an integer in [0, 2**32) (a uint32 hash seed), got {hash_seed!r}"
         )
-    if num_nodes > 46_340:
-        raise ValueError("num_nodes must be at most 46340 (int32 pair keys)")
-    N = int(num_nodes)
-    src = _int_array("src", src)
-    dst = _int_array("dst", dst, src.shape[0])
-    for name, ids in (("src", src), ("dst", dst)):
-        _check_node_ids(name, ids, N)
-    src, dst = src.astype(np.int64), dst.astype(np.int64)
-    y = np.ones(src.shape[0]) if weight is None else _int_array("weight", weight, src.shape[0])
+    N, src, dst, y, directed = _network_source(num_nodes, src, dst, weight, directed)
     _check_counts("weight", y, likelihood)
-    if np.any(src == dst):
-        raise ValueError("src/dst: self-loops are excluded from the model; drop them first")
-    if not directed:
-        src, dst = np.minimum(src, dst), np.maximum(src, dst)
-    keys = pair_keys(src, dst, N, True)
-    if np.unique(keys).shape[0] != keys.shape[0]:
-        raise ValueError("src/dst: duplicate pairs (for undirected data, i-j and j-i)")
     if not (np.isfinite(keep) and 0 < keep <= 1):
         raise ValueError(f"keep must lie in (0, 1], got {keep}")
-    blocked = np.zeros(0, np.int64)
+    if zeros is None:
+        zeros = "dense" if N <= 20_000 else "none"
+    if zeros not in ("list", "dense", "none"):
+        raise ValueError(f"zeros must be 'list', 'dense' or 'none', got {zeros!r}")
+    if zeros != "none" and N > _MAX_EXACT_KEY_NODES:
+        raise ValueError(
+            f"num_nodes must be at most {_MAX_EXACT_KEY_NODES} with zeros={zeros!r} (N x N "
+            "zeros); use zeros='none' (stochastic CVB0)"
+        )
+    keys = src * np.int64(N) + dst
+    bsrc = bdst = np.zeros(0, np.int64)
     if unobserved is not None:
         u = np.asarray(unobserved)
         if u.ndim != 2 or u.shape[1] != 2:
@@ -283,20 +333,22 @@ def make_network(
         _int_array("unobserved", u.reshape(-1))
         if np.any(u < 0) or np.any(u >= N) or np.any(u != np.round(u)):
             raise ValueError(f"unobserved holds node ids outside 0..{N - 1}")
-        blocked = np.unique(pair_keys(u[:, 0], u[:, 1], N, directed))
-        drop = np.isin(keys, blocked)
+        bsrc, bdst = u[:, 0].astype(np.int64), u[:, 1].astype(np.int64)
+        if not directed:
+            bsrc, bdst = np.minimum(bsrc, bdst), np.maximum(bsrc, bdst)
+        drop = np.isin(keys, bsrc * np.int64(N) + bdst)
         src, dst, y, keys = src[~drop], dst[~drop], y[~drop], keys[~drop]
-    special = np.union1d(keys, blocked)
+    special_ptr, special_dst = _special_rows(
+        np.concatenate([src, bsrc]), np.concatenate([dst, bdst]), N
+    )
+    num_special = special_dst.shape[0]
     num_pairs = N * (N - 1) if directed else N * (N - 1) // 2
-    if zeros is None:
-        zeros = "dense" if N <= 20_000 else "none"
-    if zeros not in ("list", "dense", "none"):
-        raise ValueError(f"zeros must be 'list', 'dense' or 'none', got {zeros!r}")
     zmask = np.zeros((0, 0), np.float32)
     zsrc = zdst = np.zeros(0, np.int64)
     if zeros != "none":
         zmask = ~np.eye(N, dtype=bool) if directed else np.triu(np.ones((N, N), bool), 1)
-        zmask.reshape(-1)[special] = False
+        rows = np.repeat(np.arange(N), np.diff(special_ptr))
+        zmask[rows, special_dst] = False
         if keep < 1:
             zmask &= hash_uniform(np.arange(N * N, dtype=np.int64).reshape(N, N), hash_seed) < keep
         num_zeros = float(zmask.sum())
@@ -304,7 +356,7 @@ def make_network(
             zsrc, zdst = np.nonzero(zmask)
             zmask = np.zeros((0, 0), np.float32)
     else:
-        num_zeros = float((num_pairs - special.shape[0]) * keep)
+        num_zeros = float((num_pairs - num_special) * keep)
     if num_zeros + src.shape[0] == 0:
         raise ValueError("no observed pair is left")
     degree = np.bincount(src, minlength=N) + np.bincount(dst, minlength=N)
@@ -329,8 +381,9 @@ def make_network(
         zdst=jnp.asarray(pad(zdst, 1), jnp.int32),
         zw=jnp.asarray(pad(zw), dtype),
         adj_ptr=jnp.asarray(adj_ptr, jnp.int32),
-        adj=jnp.asarray(np.concatenate([pad(adj), pad(adj)]), jnp.int32),
-        special=jnp.asarray(special, jnp.int32),
+        adj=jnp.asarray(pad(adj), jnp.int32),
+        special_ptr=jnp.asarray(special_ptr, jnp.int32),
+        special_dst=jnp.asarray(special_dst, jnp.int32),
         keep=jnp.asarray(keep, dtype),
         hash_seed=jnp.asarray(hash_seed, jnp.uint32),
         directed=jnp.asarray(bool(directed)),

@@ -60,6 +60,57 @@ def _log_mixture_pred(log_theta, i, j, y, n_y, n_phi, r, p, likelihood):
     return jax.nn.logsumexp(joint, axis=(1, 2))
 
 
+def _solve_rows(links, zero_factor, num_zeros, alpha, iters: int = 48):
+    r"""Node rows at their fixed point given the links' roles and the zeros' factors.
+
+    A CVB0 pass gives node ``i`` the row :math:`N_i = \hat\theta_i \circ c_i + L_i`, where
+    :math:`L_i` sums node ``i``'s roles in its links and :math:`c_{ik} = \sum_j (E
+    \hat\theta_j)_k / Z_{ij}` is the zeros' factor (:math:`E` the predictive of a zero per
+    block, :math:`Z_{ij} = \hat\theta_i^\top E \hat\theta_j`). In a sparse network
+    :math:`c_i` is nearly constant over ``k`` (every block predicts a zero with probability
+    near 1), so the zeros return each node its own membership: a pass moves
+    :math:`\hat\theta_i` by only :math:`\deg_i / (\deg_i + \#\text{zeros}_i)` of the way
+    (0.05% per pass on hep-th), and CVB0 stays where it started. This update instead
+    solves :math:`\theta_k (S' - c_k) = L_k + \alpha_k`, :math:`\sum_k \theta_k = 1` (one
+    root :math:`S' > \max_k c_k`, by bisection) with :math:`c_i, L_i` held, and returns
+    :math:`N_i = S_i \theta - \alpha`, :math:`S_i = \#\text{zeros}_i + \sum_k (L_{ik} +
+    \alpha_k)`: the fixed point of repeated passes over node ``i`` alone. The fixed points
+    of CVB0 are exactly those of this update (at one, :math:`S' = S_i`).
+
+    Parameters
+    ----------
+    links : array (..., K)
+        :math:`L_i`.
+    zero_factor : array (..., K)
+        :math:`c_i`.
+    num_zeros : array (...)
+        The node's number of zero pairs (:math:`\sum_k \hat\theta_{ik} c_{ik}`).
+    alpha : array (K,)
+    iters : int
+        Bisection steps.
+
+    Returns
+    -------
+    array (..., K)
+        The new rows.
+    """
+    w = links + alpha
+    D = w.sum(-1, keepdims=True)
+    top = zero_factor.max(-1, keepdims=True)
+
+    def body(_, bounds):
+        lo, hi = bounds
+        mid = 0.5 * (lo + hi)
+        over = jnp.sum(w / jnp.maximum(mid - zero_factor, 1e-30), -1, keepdims=True) > 1
+        return jnp.where(over, mid, lo), jnp.where(over, hi, mid)
+
+    _, hi = jax.lax.fori_loop(0, iters, body, (top, top + D))
+    theta = w / (hi - zero_factor)
+    theta = theta / theta.sum(-1, keepdims=True)
+    S = num_zeros[..., None] + D
+    return jnp.maximum(S * theta - alpha, 0.0)
+
+
 def _bg_update(n_y, n_phi, p_old, hyper):
     """The Beta-Gamma closed forms: :math:`E_q[r]` then the mean of :math:`q(p)`."""
     er = (hyper.r0 * hyper.c0 + n_y) / (hyper.c0 - n_phi * jnp.log1p(-p_old))

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bnpjax.infer.base import as_step, bind
+from bnpjax.infer.base import as_step, bind, concrete_or_none
 from bnpjax.infer.checks import check_integer, renamed_arguments
 from bnpjax.infer.variational import VariationalAlgorithm
 from bnpjax.models.wmmsb.data import (
@@ -48,7 +48,10 @@ from bnpjax.models.wmmsb.data import (
 from bnpjax.models.wmmsb.likelihood import (
     _bg_update,
     _log_pred,
+    _log_pred_zero,
+    _log_theta,
     _mean_log_pred,
+    _solve_rows,
     _variational_output,
 )
 
@@ -91,15 +94,101 @@ class SCVB0Info(NamedTuple):
 
 
 def _gamma_batch(n_node, stats, hyper, i, j, y, likelihood):
-    """gamma for a batch of pairs from inclusive statistics (no self-exclusion)."""
+    """gamma for a batch of pairs from inclusive statistics (no self-exclusion); ``y=None``
+    for zero pairs."""
     n_y, n_phi, hr, hp = stats
+    lpred = (
+        _log_pred_zero(n_y, n_phi, hr, hp, likelihood)
+        if y is None
+        else _log_pred(y[..., None, None], n_y, n_phi, hr, hp, likelihood)
+    )
     logits = (
         jnp.log(n_node[i] + hyper.alpha)[..., :, None]
         + jnp.log(n_node[j] + hyper.alpha)[..., None, :]
-        + _log_pred(y[..., None, None], n_y, n_phi, hr, hp, likelihood)
+        + lpred
     )
     shape = logits.shape
     return jax.nn.softmax(logits.reshape((*shape[:-2], -1)), -1).reshape(shape)
+
+
+def _is_special(data, i, j, search_steps):
+    """Whether the pairs ``(i, j)`` (canonical: ``i < j`` when undirected) are special
+    (explicit or unobserved): a binary search in row ``i`` of the CSR ``special_ptr`` /
+    ``special_dst`` (``search_steps`` >= log2 of the longest row + 1)."""
+    M = data.special_dst.shape[0]
+    if M == 0:
+        return jnp.zeros(i.shape, bool)
+    end = data.special_ptr[i + 1]
+
+    def body(_, bounds):
+        lo, hi = bounds
+        mid = (lo + hi) // 2
+        less = data.special_dst[jnp.clip(mid, 0, M - 1)] < j
+        open_ = lo < hi
+        return jnp.where(open_ & less, mid + 1, lo), jnp.where(open_ & ~less, mid, hi)
+
+    lo, _ = lax.fori_loop(0, search_steps, body, (data.special_ptr[i], end))
+    return (lo < end) & (data.special_dst[jnp.clip(lo, 0, M - 1)] == j)
+
+
+def _minibatch(data, hyper, state, key, *, likelihood, batch, draws, max_degree, search_steps):
+    r"""One minibatch's unbiased estimates of the CVB0 statistics (inclusive counts).
+
+    Returns ``(nodes, n_y_hat, n_phi_hat, link_roles, zero_roles)``: the drawn nodes
+    ``(B,)``, the block statistics of a full pass estimated from them (``(K, K)`` each), and
+    each drawn node's roles in its explicit pairs and in its zero pairs (``(B, K)`` each;
+    their sum estimates the node's row of a full pass).
+    """
+    N = _num_nodes(data)
+    dtype = data.y.dtype
+    k_nodes, k_partner, k_dir, k_links = jax.random.split(key, 4)
+    nodes = jax.random.choice(k_nodes, N, (batch,), replace=False)
+    # the explicit pairs (links) of each node: all of them when the node has at most
+    # max_degree, else max_degree drawn uniformly with replacement, weight degree/max_degree
+    start = data.adj_ptr[nodes]
+    deg = data.adj_ptr[nodes + 1] - start
+    slot = jnp.arange(max_degree)
+    big = deg > max_degree
+    drawn = jnp.floor(
+        jax.random.uniform(k_links, (batch, max_degree), dtype) * deg[:, None]
+    ).astype(jnp.int32)
+    offset = jnp.where(big[:, None], jnp.minimum(drawn, deg[:, None] - 1), slot[None, :])
+    valid_slot = big[:, None] | (slot[None, :] < deg[:, None])
+    pid = data.adj[jnp.clip(start[:, None] + offset, 0, data.adj.shape[0] - 1)]
+    li, lj, ly = data.src[pid], data.dst[pid], data.y[pid]
+    factor = jnp.where(big, deg / max_degree, 1.0).astype(dtype)[:, None]
+    lw = jnp.where(valid_slot, data.w[pid] * factor, 0.0).astype(dtype)
+    # draws of zero partners
+    other = jax.random.randint(k_partner, (batch, draws), 0, N - 1)
+    other = other + (other >= nodes[:, None])
+    out = jax.random.bernoulli(k_dir, 0.5, (batch, draws)) | ~data.directed
+    me = jnp.broadcast_to(nodes[:, None], other.shape)
+    zi = jnp.where(out, me, other)
+    zj = jnp.where(out, other, me)
+    zi, zj = (
+        jnp.where(data.directed, zi, jnp.minimum(zi, zj)),
+        jnp.where(data.directed, zj, jnp.maximum(me, other)),
+    )
+    keys = zi.astype(jnp.uint32) * jnp.uint32(N) + zj.astype(jnp.uint32)
+    zobs = ~_is_special(data, zi, zj, search_steps) & (
+        hash_uniform(keys, data.hash_seed) < data.keep
+    )
+    zobs = zobs.astype(dtype)
+    stats = (state.n_y, state.n_phi, state.r, state.p)
+    gl = _gamma_batch(state.n_node, stats, hyper, li, lj, ly, likelihood)
+    gz = _gamma_batch(state.n_node, stats, hyper, zi, zj, None, likelihood)
+    pairs_n = jnp.where(data.directed, N * (N - 1.0), N * (N - 1.0) / 2)
+    wz_global = pairs_n / (batch * draws) * zobs
+    wl_global = N / (2.0 * batch) * lw
+    n_y_hat = jnp.einsum("bd,bd,bdkl->kl", wl_global, ly, gl)
+    n_phi_hat = jnp.einsum("bd,bdkl->kl", wl_global, gl) + jnp.einsum("bd,bdkl->kl", wz_global, gz)
+    # node rows: the node's own role in each of its pairs
+    l_role = jnp.where((li == nodes[:, None])[..., None], gl.sum(-1), gl.sum(-2))
+    z_role = jnp.where((zi == nodes[:, None])[..., None], gz.sum(-1), gz.sum(-2))
+    scale = jnp.where(data.directed, 2.0 * (N - 1), N - 1.0) / draws
+    link_roles = jnp.einsum("bd,bdk->bk", lw, l_role)
+    zero_roles = scale * jnp.einsum("bd,bdk->bk", zobs, z_role)
+    return nodes, n_y_hat, n_phi_hat, link_roles, zero_roles
 
 
 def _step(
@@ -118,64 +207,31 @@ def _step(
     eval_every,
     patience,
     tol,
+    search_steps=31,
+    node_update="pass",
 ):
-    N = _num_nodes(data)
     dtype = data.y.dtype
-    k_nodes, k_partner, k_dir, k_links = jax.random.split(key, 4)
 
     def update(state):
-        nodes = jax.random.choice(k_nodes, N, (batch,), replace=False)
-        # the explicit pairs (links) of each node: all of them when the node has at most
-        # max_degree, else max_degree drawn uniformly with replacement, weight degree/max_degree
-        start = data.adj_ptr[nodes]
-        deg = data.adj_ptr[nodes + 1] - start
-        slot = jnp.arange(max_degree)
-        big = deg > max_degree
-        drawn = jnp.floor(
-            jax.random.uniform(k_links, (batch, max_degree), dtype) * deg[:, None]
-        ).astype(jnp.int32)
-        offset = jnp.where(big[:, None], jnp.minimum(drawn, deg[:, None] - 1), slot[None, :])
-        valid_slot = big[:, None] | (slot[None, :] < deg[:, None])
-        pid = data.adj[jnp.clip(start[:, None] + offset, 0, data.adj.shape[0] - 1)]
-        li, lj, ly = data.src[pid], data.dst[pid], data.y[pid]
-        factor = jnp.where(big, deg / max_degree, 1.0).astype(dtype)[:, None]
-        lw = jnp.where(valid_slot, data.w[pid] * factor, 0.0).astype(dtype)
-        # draws of zero partners
-        other = jax.random.randint(k_partner, (batch, draws), 0, N - 1)
-        other = other + (other >= nodes[:, None])
-        out = jax.random.bernoulli(k_dir, 0.5, (batch, draws)) | ~data.directed
-        me = jnp.broadcast_to(nodes[:, None], other.shape)
-        zi = jnp.where(out, me, other)
-        zj = jnp.where(out, other, me)
-        zi, zj = (
-            jnp.where(data.directed, zi, jnp.minimum(zi, zj)),
-            jnp.where(data.directed, zj, jnp.maximum(me, other)),
-        )
-        key_ = zi * N + zj
-        pos = jnp.clip(jnp.searchsorted(data.special, key_), 0, data.special.shape[0] - 1)
-        is_special = (data.special.shape[0] > 0) & (data.special[pos] == key_)
-        zobs = (~is_special) & (hash_uniform(key_, data.hash_seed) < data.keep)
-        zobs = zobs.astype(dtype)
-        stats = (state.n_y, state.n_phi, state.r, state.p)
-        gl = _gamma_batch(state.n_node, stats, hyper, li, lj, ly, likelihood)
-        gz = _gamma_batch(state.n_node, stats, hyper, zi, zj, jnp.zeros_like(zobs), likelihood)
-        pairs_n = jnp.where(data.directed, N * (N - 1.0), N * (N - 1.0) / 2)
-        wz_global = pairs_n / (batch * draws) * zobs
-        wl_global = N / (2.0 * batch) * lw
-        n_y_hat = jnp.einsum("bd,bd,bdkl->kl", wl_global, ly, gl)
-        n_phi_hat = jnp.einsum("bd,bdkl->kl", wl_global, gl) + jnp.einsum(
-            "bd,bdkl->kl", wz_global, gz
+        nodes, n_y_hat, n_phi_hat, link_roles, zero_roles = _minibatch(
+            data,
+            hyper,
+            state,
+            key,
+            likelihood=likelihood,
+            batch=batch,
+            draws=draws,
+            max_degree=max_degree,
+            search_steps=search_steps,
         )
         rho = jnp.asarray(schedule(state.t), dtype)
         n_y = (1 - rho) * state.n_y + rho * n_y_hat
         n_phi = (1 - rho) * state.n_phi + rho * n_phi_hat
-        # node rows: the node's own role in each of its pairs
-        l_role = jnp.where((li == nodes[:, None])[..., None], gl.sum(-1), gl.sum(-2))
-        z_role = jnp.where((zi == nodes[:, None])[..., None], gz.sum(-1), gz.sum(-2))
-        scale = jnp.where(data.directed, 2.0 * (N - 1), N - 1.0) / draws
-        row_hat = jnp.einsum("bd,bdk->bk", lw, l_role) + scale * jnp.einsum(
-            "bd,bdk->bk", zobs, z_role
-        )
+        if node_update == "solve":
+            theta = jnp.exp(_log_theta(state.n_node[nodes], hyper.alpha))
+            row_hat = _solve_rows(link_roles, zero_roles / theta, zero_roles.sum(-1), hyper.alpha)
+        else:
+            row_hat = link_roles + zero_roles
         rho_n = (1.0 + state.visits[nodes]) ** (-kappa_node)
         rows = (1 - rho_n[:, None]) * state.n_node[nodes] + rho_n[:, None] * row_hat
         n_node = state.n_node.at[nodes].set(rows.astype(dtype))
@@ -331,11 +387,14 @@ def build_step(
     eval_every: int = 100,
     patience: int = 3,
     tol: float = 1e-4,
+    node_update: str = "solve",
+    search_steps: int = 31,
 ):
     """The stochastic CVB0 update ``step(key, state, data, hyper) -> (state, info)``.
 
     Parameters are those of :func:`scvb0` (``max_degree``: the most links read per node and
-    step); ``valid`` needs ``num_nodes`` to be checked.
+    step; ``search_steps``: binary-search steps over a node's special pairs, at least
+    log2 of the longest row + 1); ``valid`` needs ``num_nodes`` to be checked.
 
     Returns
     -------
@@ -360,7 +419,16 @@ def build_step(
         eval_every=eval_every,
         patience=patience,
         tol=tol,
+        node_update=node_update,
+        search_steps=search_steps,
     )
+
+
+def _search_steps(data):
+    """Binary-search steps that find any pair in the longest CSR row of special pairs."""
+    ptr = concrete_or_none(data.special_ptr)
+    longest = int(np.max(np.diff(np.asarray(ptr)))) if ptr is not None else 2**30
+    return max(1, int(np.ceil(np.log2(longest + 1))) + 1)
 
 
 def _check_real(name, value, low, high, what):
@@ -387,6 +455,7 @@ def scvb0(
     eval_every: int = 100,
     patience: int = 3,
     tol: float = 1e-4,
+    node_update: str = "solve",
     pointwise_log_likelihood: bool | None = None,
 ) -> VariationalAlgorithm:
     r"""Stochastic CVB0 as a variational algorithm.
@@ -425,6 +494,12 @@ def scvb0(
         Evaluate the validation log-likelihood every ``eval_every`` steps; stop after
         ``patience`` evaluations without a relative improvement of ``tol >= 0``.
     tol : float
+    node_update : {"solve", "pass"}
+        How a drawn node's row is re-estimated: "solve" (default) moves it to its fixed
+        point given the minibatch's link roles and zero factors (see
+        :func:`bnpjax.models.wmmsb.cvb0`; the same fixed points as CVB0, reached in few
+        visits on sparse networks), "pass" sums the roles once (the estimate of one CVB0
+        pass).
     pointwise_log_likelihood : bool, optional
         Store the pointwise log-likelihood of the observed pairs under every draw (default:
         on up to 20000 observed pairs; the zeros of ``zeros="none"`` data are not listed, so
@@ -461,6 +536,8 @@ def scvb0(
     vpairs = _valid_pairs(valid, N, likelihood, data.y.dtype)
     if valid is None:
         patience = 2**30
+    if node_update not in ("pass", "solve"):
+        raise ValueError(f"node_update must be 'pass' or 'solve', got {node_update!r}")
     max_degree = max(1, min(links_per_node, int(np.max(np.diff(np.asarray(data.adj_ptr))))))
     schedule = _Schedule(tau, kappa) if schedule is None else schedule
     static = dict(
@@ -473,6 +550,8 @@ def scvb0(
         eval_every=int(eval_every),
         patience=int(patience),
         tol=float(tol),
+        search_steps=_search_steps(data),
+        node_update=node_update,
     )
     sample, spec = _variational_output(
         data,
