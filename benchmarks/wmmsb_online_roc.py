@@ -137,7 +137,8 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
             tau=args.tau,
             kappa=args.kappa,
             kappa_node=args.kappa_node,
-            node_update=args.node_update or "solve",
+            node_update=args.node_update or "pass",
+            init="random" if args.init == "random" else "assortative",
         )
         N = int(data.degree.shape[0])
         steps = args.steps or max(1, round(args.passes * N / args.batch))
@@ -166,8 +167,7 @@ def main(argv=None):
         "--node-update",
         choices=["solve", "pass"],
         default=None,
-        help="node rows: solved for their fixed point or one pass (default: pass for cvb0, "
-        "solve for scvb0)",
+        help="node rows: solved for their fixed point or one pass (default: pass)",
     )
     parser.add_argument(
         "--stop-on-test",

@@ -2,6 +2,7 @@
 stochastic CVB0 and its fixed point (issue 25)."""
 
 import functools
+import importlib
 
 import jax
 import jax.numpy as jnp
@@ -13,8 +14,10 @@ from _wmmsb_helpers import planted
 from bnpjax.datasets import load_network
 from bnpjax.infer import fit_run
 from bnpjax.models import wmmsb
-from bnpjax.models.wmmsb import cvb0 as cvb0_module
-from bnpjax.models.wmmsb import scvb0 as scvb0_module
+
+# the package re-exports each factory under its module's name: reach the modules themselves
+cvb0_module = importlib.import_module("bnpjax.models.wmmsb.cvb0")
+scvb0_module = importlib.import_module("bnpjax.models.wmmsb.scvb0")
 
 
 def _random_edges(rng, N, E):

@@ -64,7 +64,7 @@ def _scvb0(likelihood):
             tau=2.0,
             eval_every=2,
             patience=2,
-            node_update="pass",  # the update recorded (the default is now "solve")
+            node_update="pass",  # the update recorded (also the default)
         )
         return algorithm, dict(key=jax.random.key(5), num_steps=6, progress_bar=False)
 

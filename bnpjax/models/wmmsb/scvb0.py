@@ -264,7 +264,7 @@ def _step(
     return new, SCVB0Info(new.valid, rho, new.done)
 
 
-def _init(data, hyper, valid, key, *, likelihood):
+def _init(data, hyper, valid, key, *, likelihood, init="random"):
     N, K = _num_nodes(data), hyper.alpha.shape[0]
     dtype = data.y.dtype
     k1, k2 = jax.random.split(key)
@@ -273,7 +273,11 @@ def _init(data, hyper, valid, key, *, likelihood):
     n_node = jax.random.dirichlet(k1, jnp.ones(K, dtype), (N,)) * per_node
     mix = jax.random.dirichlet(k2, jnp.ones(K * K, dtype)).reshape(K, K)
     n_phi = mix * total_pairs
-    n_y = mix * jnp.sum(data.w * data.y)
+    mix_y = mix
+    if init == "assortative":  # within-community blocks start 10 times denser
+        mix_y = mix * (1.0 + 9.0 * jnp.eye(K, dtype=dtype))
+        mix_y = mix_y / mix_y.sum()
+    n_y = mix_y * jnp.sum(data.w * data.y)
     r = jnp.full((K, K), hyper.r, dtype)
     p = jnp.full((K, K), hyper.p, dtype)
     if likelihood == "bg":
@@ -368,8 +372,8 @@ def init(key, data: WMMSBData, hyper: WMMSBHyper, *, likelihood: str = "bg", **s
     -------
     SCVB0State
     """
-    del settings
-    return _init(data, hyper, None, key, likelihood=likelihood)
+    init = settings.get("init", "random")
+    return _init(data, hyper, None, key, likelihood=likelihood, init=init)
 
 
 def build_step(
@@ -387,7 +391,7 @@ def build_step(
     eval_every: int = 100,
     patience: int = 3,
     tol: float = 1e-4,
-    node_update: str = "solve",
+    node_update: str = "pass",
     search_steps: int = 31,
 ):
     """The stochastic CVB0 update ``step(key, state, data, hyper) -> (state, info)``.
@@ -455,7 +459,8 @@ def scvb0(
     eval_every: int = 100,
     patience: int = 3,
     tol: float = 1e-4,
-    node_update: str = "solve",
+    node_update: str = "pass",
+    init: str = "random",
     pointwise_log_likelihood: bool | None = None,
 ) -> VariationalAlgorithm:
     r"""Stochastic CVB0 as a variational algorithm.
@@ -494,12 +499,17 @@ def scvb0(
         Evaluate the validation log-likelihood every ``eval_every`` steps; stop after
         ``patience`` evaluations without a relative improvement of ``tol >= 0``.
     tol : float
-    node_update : {"solve", "pass"}
-        How a drawn node's row is re-estimated: "solve" (default) moves it to its fixed
-        point given the minibatch's link roles and zero factors (see
-        :func:`bnpjax.models.wmmsb.cvb0`; the same fixed points as CVB0, reached in few
-        visits on sparse networks), "pass" sums the roles once (the estimate of one CVB0
-        pass).
+    node_update : {"pass", "solve"}
+        How a drawn node's row is re-estimated: "pass" (default) sums the roles once (the
+        estimate of one CVB0 pass); "solve" moves it to its fixed point given the
+        minibatch's link roles and zero factors (see :func:`bnpjax.models.wmmsb.cvb0`; the
+        same fixed points as CVB0, reached in few visits when a node's zeros outnumber its
+        links by thousands, as in the MMSB on hep-th; it amplifies the noise of the drawn
+        zeros: fb_uc AUC 0.866 / 0.911 at 10% / 100% against 0.876 / 0.916 with "pass").
+    init : {"random", "assortative"}
+        The start: random Dirichlet(1) node rows and block shares; "assortative" also makes
+        the within-community blocks' summed counts 10 times their share (as ``cvb0``'s
+        assortative start tilts the links towards the diagonal).
     pointwise_log_likelihood : bool, optional
         Store the pointwise log-likelihood of the observed pairs under every draw (default:
         on up to 20000 observed pairs; the zeros of ``zeros="none"`` data are not listed, so
@@ -538,6 +548,8 @@ def scvb0(
         patience = 2**30
     if node_update not in ("pass", "solve"):
         raise ValueError(f"node_update must be 'pass' or 'solve', got {node_update!r}")
+    if init not in ("random", "assortative"):
+        raise ValueError(f"init must be 'random' or 'assortative', got {init!r}")
     max_degree = max(1, min(links_per_node, int(np.max(np.diff(np.asarray(data.adj_ptr))))))
     schedule = _Schedule(tau, kappa) if schedule is None else schedule
     static = dict(
@@ -562,7 +574,7 @@ def scvb0(
         {k: v for k, v in static.items() if k != "schedule"},
     )
     return VariationalAlgorithm(
-        init=bind(_init, data, hyper, vpairs, likelihood=likelihood),
+        init=bind(_init, data, hyper, vpairs, likelihood=likelihood, init=init),
         step=bind(_step, data, hyper, vpairs, **static),
         sample=sample,
         spec=spec,
