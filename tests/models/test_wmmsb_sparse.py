@@ -157,23 +157,37 @@ def test_the_minibatch_estimates_are_unbiased():
 
 @pytest.mark.slow
 def test_scvb0_reaches_the_cvb0_fixed_point():
-    """On a small planted network the stochastic fit ends at a fixed point of full-batch
-    CVB0: one more full pass (the map whose fixed points CVB0 seeks) moves the memberships
-    and the held-out link probabilities by less than 0.01."""
+    """On a small planted network the stochastic fit (the thesis schedule tau = 1024,
+    kappa = 0.5; 20 of 60 nodes and 118 zero draws per node and step) ends next to a fixed
+    point of full-batch CVB0: 50 CVB0 passes started from it (to the nearest fixed point)
+    move the memberships and the held-out link probabilities by less than 0.03, against
+    more than 0.2 from the random start (the check has teeth)."""
     Y, held = planted(7, N=60, directed=True, within=2.0, between=0.05)
     data = wmmsb.make_data(Y, mask=~held, directed=True, zeros="list", likelihood="bg")
     hyper = wmmsb.make_hyper(3, likelihood="bg")
-    algorithm = wmmsb.scvb0(data, hyper, batch=20, draws=59, tau=16.0, kappa=0.9)
-    state = fit_run(algorithm, jax.random.key(0), 2000, num_draws=1, progress_bar=False).state
-    cstate = cvb0_module.CVB0State(
-        None, None, state.n_node, state.n_y, state.n_phi, state.r, state.p
-    )
-    again = cvb0_module._step(data, hyper, None, cstate, likelihood="bg", chunk=512, store=False)
-    again = again[0]
-    theta = np.asarray(wmmsb.membership_means(state.n_node, hyper))
-    theta2 = np.asarray(wmmsb.membership_means(again.n_node, hyper))
-    assert np.max(np.abs(theta - theta2)) < 0.01
+    algorithm = wmmsb.scvb0(data, hyper, batch=20, draws=118)
+    fit = fit_run(algorithm, jax.random.key(0), 3000, num_draws=1, progress_bar=False)
+    start = algorithm.init(jax.random.key(0))
+    full = wmmsb.cvb0(data, hyper, likelihood="bg", store_gamma=False)
     ii, jj = np.nonzero(held)
-    p1 = wmmsb.expected_link_probability(state, hyper, ii, jj, likelihood="bg")
-    p2 = wmmsb.expected_link_probability(again, hyper, ii, jj, likelihood="bg")
-    assert float(jnp.max(jnp.abs(p1 - p2))) < 0.01
+
+    def distance(state):
+        initial = full.init(jax.random.key(1))._replace(
+            n_node=state.n_node, n_y=state.n_y, n_phi=state.n_phi, r=state.r, p=state.p
+        )
+        fixed = fit_run(
+            full,
+            jax.random.key(1),
+            50,
+            num_draws=1,
+            progress_bar=False,
+            initial_state=initial,
+        ).state
+        theta = np.asarray(wmmsb.membership_means(state.n_node, hyper))
+        theta_fixed = np.asarray(wmmsb.membership_means(fixed.n_node, hyper))
+        p = wmmsb.expected_link_probability(state, hyper, ii, jj, likelihood="bg")
+        p_fixed = wmmsb.expected_link_probability(fixed, hyper, ii, jj, likelihood="bg")
+        return np.max(np.abs(theta - theta_fixed)), float(jnp.max(jnp.abs(p - p_fixed)))
+
+    assert max(distance(fit.state)) < 0.03, distance(fit.state)
+    assert min(distance(start)) > 0.2

@@ -64,7 +64,8 @@ def _scvb0(likelihood):
             tau=2.0,
             eval_every=2,
             patience=2,
-            node_update="pass",  # the update recorded (also the default)
+            node_update="pass",  # the update and the start recorded
+            init="random",
         )
         return algorithm, dict(key=jax.random.key(5), num_steps=6, progress_bar=False)
 

@@ -264,7 +264,7 @@ def _step(
     return new, SCVB0Info(new.valid, rho, new.done)
 
 
-def _init(data, hyper, valid, key, *, likelihood, init="random"):
+def _init(data, hyper, valid, key, *, likelihood, init="assortative"):
     N, K = _num_nodes(data), hyper.alpha.shape[0]
     dtype = data.y.dtype
     k1, k2 = jax.random.split(key)
@@ -357,7 +357,8 @@ def _valid_pairs(valid, num_nodes, likelihood, dtype):
 
 def init(key, data: WMMSBData, hyper: WMMSBHyper, *, likelihood: str = "bg", **settings):
     """Initial state: random Dirichlet(1) node rows and block mixture scaled to the number of
-    observed pairs.
+    observed pairs (``init="assortative"``, the default setting, makes the within-community
+    blocks' summed counts 10 times their share).
 
     Parameters
     ----------
@@ -366,13 +367,13 @@ def init(key, data: WMMSBData, hyper: WMMSBHyper, *, likelihood: str = "bg", **s
     hyper : WMMSBHyper
     likelihood : {"nb", "bg", "bernoulli"}
     **settings
-        Other factory settings (unused here).
+        Other factory settings (``init`` is read; the others are unused here).
 
     Returns
     -------
     SCVB0State
     """
-    init = settings.get("init", "random")
+    init = settings.get("init", "assortative")
     return _init(data, hyper, None, key, likelihood=likelihood, init=init)
 
 
@@ -460,7 +461,7 @@ def scvb0(
     patience: int = 3,
     tol: float = 1e-4,
     node_update: str = "pass",
-    init: str = "random",
+    init: str = "assortative",
     pointwise_log_likelihood: bool | None = None,
 ) -> VariationalAlgorithm:
     r"""Stochastic CVB0 as a variational algorithm.
@@ -506,10 +507,11 @@ def scvb0(
         same fixed points as CVB0, reached in few visits when a node's zeros outnumber its
         links by thousands, as in the MMSB on hep-th; it amplifies the noise of the drawn
         zeros: fb_uc AUC 0.866 / 0.911 at 10% / 100% against 0.876 / 0.916 with "pass").
-    init : {"random", "assortative"}
-        The start: random Dirichlet(1) node rows and block shares; "assortative" also makes
-        the within-community blocks' summed counts 10 times their share (as ``cvb0``'s
-        assortative start tilts the links towards the diagonal).
+    init : {"assortative", "random"}
+        The start: random Dirichlet(1) node rows and block shares; "assortative" (default)
+        also makes the within-community blocks' summed counts 10 times their share (as
+        ``cvb0``'s assortative start tilts the links towards the diagonal; moreno_names at
+        100%: AUC 0.848 against 0.828 from the random start).
     pointwise_log_likelihood : bool, optional
         Store the pointwise log-likelihood of the observed pairs under every draw (default:
         on up to 20000 observed pairs; the zeros of ``zeros="none"`` data are not listed, so
