@@ -191,3 +191,14 @@ def test_scvb0_reaches_the_cvb0_fixed_point():
 
     assert max(distance(fit.state)) < 0.03, distance(fit.state)
     assert min(distance(start)) > 0.2
+
+
+def test_node_update_and_init_are_checked():
+    data = wmmsb.make_network(6, [0, 1, 2], [1, 2, 3], [1, 2, 1], directed=True, zeros="list")
+    hyper = wmmsb.make_hyper(2, likelihood="bg")
+    with pytest.raises(ValueError, match="node_update"):
+        wmmsb.cvb0(data, hyper, likelihood="bg", node_update="exact")
+    with pytest.raises(ValueError, match="node_update"):
+        wmmsb.scvb0(data, hyper, batch=2, node_update="exact")
+    with pytest.raises(ValueError, match="init"):
+        wmmsb.scvb0(data, hyper, batch=2, init="kmeans")
