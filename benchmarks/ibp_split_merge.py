@@ -80,6 +80,11 @@ def _measure(name, algorithm, data, start, args):
         rhat = float(az.rhat(x.astype(float)))
         line.append(f"{label}: R-hat {rhat:5.2f} ESS {ess:7.1f} ({ess / seconds:6.1f}/s)")
     print(" | ".join(line))
+    marks = [m for m in (1, 10, 50, 100, 200, 500, 1000, 2000) if m <= k.shape[1]]
+    print(
+        f"{'':16s} K+ per chain at sweeps {marks}: "
+        + "; ".join(" ".join(str(int(k[c, m - 1])) for m in marks) for c in range(k.shape[0]))
+    )
     print(
         f"{'':16s} sampling {seconds:.1f} s (wall {wall:.1f} s with compile); merged-start "
         f"chains reaching K+ >= 4: {len(first)}/{half}"
@@ -96,19 +101,34 @@ def main(argv=None):
     parser.add_argument("--num-moves", type=int, default=10)
     parser.add_argument("--capacity", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--start",
+        choices=["merged", "default"],
+        default="merged",
+        help="merged: half the chains from two planted features merged (bars, N = --num-obs); "
+        "default: every chain from the factory's random start",
+    )
+    parser.add_argument("--num-obs", type=int, default=100)
     args = parser.parse_args(argv)
     print(
         f"# {platform.machine()} {platform.processor() or ''} jax {jax.__version__} "
         f"{jax.default_backend()} ({jax.device_count()} device), {time.strftime('%Y-%m-%d')}"
     )
-    d = bars(0, num_obs=100)
+    d = bars(0, num_obs=args.num_obs)
     data = ibp_lg.make_data(d["X"])
-    start = _start(data, d["Z"], args.capacity, args.num_chains)
+    if args.start == "merged":
+        start = _start(data, d["Z"], args.capacity, args.num_chains)
+        what = "half from two planted features merged, half from the planted Z"
+    else:
+        start = None
+        what = "each from the default random start (10 features, each entry on w.p. 1/2)"
     print(
-        f"# bars N=100, D=36; {args.num_chains} chains x {args.num_samples} sweeps, half from "
-        "two planted features merged, half from the planted Z"
+        f"# bars N={args.num_obs}, D=36; {args.num_chains} chains x {args.num_samples} "
+        f"sweeps, {what}"
     )
-    common = {"capacity": args.capacity, "trace_features": False, "sigma_x": 0.5}
+    common = {"capacity": args.capacity, "trace_features": False}
+    if args.start == "merged":
+        common["sigma_x"] = 0.5
     _measure("collapsed_gibbs", ibp_lg.collapsed_gibbs(data, **common), data, start, args)
     kernel = ibp_lg.split_merge(data, num_moves=args.num_moves, **common)
     _measure("split_merge", kernel, data, start, args)
