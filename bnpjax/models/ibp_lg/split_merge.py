@@ -105,11 +105,11 @@ def _log_f(m, N):
 
 
 class _Alloc(NamedTuple):
-    Z: jax.Array
     Minv: jax.Array
     mu: jax.Array
     m_a: jax.Array
     m_b: jax.Array
+    choices: jax.Array
     log_q: jax.Array
 
 
@@ -117,7 +117,10 @@ def _allocate(Z0, X, order, num, known, gumbels, a, b, *, draw, sigma_x2, ratio)
     """Visit rows ``order[:num]`` of the partial matrix ``Z0`` (columns ``a`` and ``b`` held
     by rows ``i`` and ``j`` only) and give each option 0 (``a``), 1 (``b``) or 2 (both):
     drawn (``draw``) or read from ``known``. Returns the filled matrix and the log probability
-    of the options under the sequential conditionals."""
+    of the options under the sequential conditionals.
+
+    The loop carries only ``M^-1``, the posterior mean and the counts (the rows' other
+    features are those of ``Z0``): its steps are the cost of the move."""
     N, D = X.shape
     C = Z0.shape[1]
     chol, mu = posterior_A(Z0, X, ratio)
@@ -130,15 +133,20 @@ def _allocate(Z0, X, order, num, known, gumbels, a, b, *, draw, sigma_x2, ratio)
 
     def visit(t, c):
         n = order[t]
-        z, x = c.Z[n], X[n]
+        z, x = Z0[n], X[n]
         # remove row n (it holds neither a nor b yet)
         v = c.Minv @ z
         s = z @ v
         Minv = c.Minv + jnp.outer(v, v) / (1 - s)
         mu = c.mu + jnp.outer(v, z @ c.mu - x) / (1 - s)
-        zc = z[None, :] + options  # (3, C)
-        q = jnp.einsum("oc,cd,od->o", zc, Minv, zc)
-        resid = x[None, :] - zc @ mu
+        # the three options differ from z in columns a and b only
+        w = Minv @ z
+        q0 = z @ w
+        resid0 = x - z @ mu
+        pa, pb = options[:, a], options[:, b]
+        q = q0 + 2 * (pa * w[a] + pb * w[b]) + pa * Minv[a, a] + pb * Minv[b, b]
+        q = q + 2 * pa * pb * Minv[a, b]
+        resid = resid0[None, :] - pa[:, None] * mu[a] - pb[:, None] * mu[b]
         var = sigma_x2 * (1 + q)
         log_pred = -0.5 * D * jnp.log(var) - 0.5 * jnp.sum(resid**2, 1) / var
         log_odds_a = jnp.log(c.m_a) - jnp.log(N - c.m_a)
@@ -147,24 +155,30 @@ def _allocate(Z0, X, order, num, known, gumbels, a, b, *, draw, sigma_x2, ratio)
         logits = jnp.where(jnp.isfinite(logits), logits, -jnp.inf)
         choice = jnp.where(draw, jnp.argmax(logits + gumbels[t]), known[n])
         log_p = logits[choice] - logsumexp(logits)
-        z_new = zc[choice]
+        z_new = z + options[choice]
         v = Minv @ z_new
         s = z_new @ v
         Minv = Minv - jnp.outer(v, v) / (1 + s)
         mu = mu + jnp.outer(v, x - z_new @ mu) / (1 + s)
         return _Alloc(
-            c.Z.at[n].set(z_new),
             Minv,
             mu,
             c.m_a + uses_a[choice],
             c.m_b + uses_b[choice],
+            c.choices.at[t].set(choice),
             c.log_q + log_p,
         )
 
     one = jnp.ones((), Z0.dtype)
-    start = _Alloc(Z0, Minv, mu, one, one, jnp.zeros((), Z0.dtype))
+    choices = jnp.zeros(N, jnp.int32)
+    start = _Alloc(Minv, mu, one, one, choices, jnp.zeros((), Z0.dtype))
     out = jax.lax.fori_loop(0, num, visit, start)
-    return out.Z, out.log_q
+    # rows order[t], t < num, get their options; the others keep Z0's row
+    chosen = (
+        jnp.zeros((N, 3), Z0.dtype).at[order].set(jax.nn.one_hot(out.choices, 3, dtype=Z0.dtype))
+    )
+    chosen = chosen * (jnp.zeros(N, bool).at[order].set(jnp.arange(N) < num))[:, None]
+    return Z0 + chosen @ options, out.log_q
 
 
 def _one_move(key, Z, X, alpha, sigma_x2, sigma_a2, *, proposal_term=True):
