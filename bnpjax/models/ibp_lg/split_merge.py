@@ -165,7 +165,7 @@ def _allocate(Z0, X, order, num, known, gumbels, a, b, *, draw, sigma_x2, ratio)
             mu,
             c.m_a + uses_a[choice],
             c.m_b + uses_b[choice],
-            c.choices.at[t].set(choice),
+            c.choices.at[t].set(choice.astype(jnp.int32)),
             c.log_q + log_p,
         )
 
