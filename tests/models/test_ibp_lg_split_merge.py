@@ -14,9 +14,9 @@ from bnpjax.models import ibp_lg
 from bnpjax.models.ibp_lg.data import IBPLGState
 from bnpjax.models.ibp_lg.split_merge import split_merge_moves
 
-N, D, C = 3, 2, 3
+N, D, C = 4, 2, 3
 ALPHA, SIGMA_X, SIGMA_A = 1.5, 0.6, 1.0
-X_FIXED = np.array([[1.4, -0.6], [0.2, 1.1], [1.6, 0.5]])
+X_FIXED = np.array([[1.4, -0.6], [0.2, 1.1], [1.6, 0.5], [1.5, -0.4]])
 NUM_STATES = 40_000
 NUM_MOVES = 3
 STATS = ("K+", "sum Z", "sum m^2", "shared 0-1", "mode")
@@ -24,7 +24,7 @@ THRESHOLD = NormalDist().inv_cdf(1 - 0.01 / (2 * len(STATS)))  # Bonferroni, lev
 
 
 def _exact_law():
-    """Probability of every 3 x 3 buffer under p(Z | X, alpha, sigmas) with ``A`` integrated
+    """Probability of every 4 x 3 buffer under p(Z | X, alpha, sigmas) with ``A`` integrated
     out: the IBP class law spread evenly over the arrangements of its columns in the buffer,
     times the Gaussian marginal likelihood (written here in NumPy, independently of the
     sampler's Cholesky form)."""
