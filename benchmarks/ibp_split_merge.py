@@ -1,24 +1,28 @@
 """Does the split-merge move unstick the collapsed Gibbs sampler of the IBP linear-Gaussian
 model? R-hat and ESS per second on bars, with and without it.
 
-The stuck case: bars (``bnpjax.datasets.bars``, N = 100 images of 36 pixels, four planted
-features). Half the chains start from the planted ``Z``; the other half from the planted ``Z``
-with two features merged into one column (the union of their holders) and the fourth column
-dropped, so three features whose weights are the posterior mean given that ``Z``. Every
-hyperparameter is sampled, starting at alpha = 1, sigma_X = 0.5, sigma_A = 1. Single-entry
-Gibbs flips can only separate the merged pair one row at a time, through states whose
-likelihood is far lower, so its chains from the merged start stay apart from the others and
-R-hat of K+ and of lp stays high; the split-merge kernel (``ibp_lg.split_merge``, 10 moves per
-sweep) proposes the split at once.
+Two starts (``--start``):
+
+* ``merged`` (default): bars (``bnpjax.datasets.bars``, ``--num-obs`` images of 36 pixels,
+  four planted features). Half the chains start from the planted ``Z``; the other half from
+  the planted ``Z`` with two features merged into one column (the union of their holders)
+  and the fourth column dropped, so three features whose weights are the posterior mean given
+  that ``Z``; alpha = 1, sigma_X = 0.5, sigma_A = 1 at the start.
+* ``default``: every chain from the factory's random start (10 features, each entry on with
+  probability 1/2).
+
+Every hyperparameter is sampled. The kernels: ``ibp_lg.collapsed_gibbs`` and
+``ibp_lg.split_merge`` (``--num-moves`` proposals before each collapsed sweep), same keys.
 
 Printed per kernel: split R-hat and bulk ESS (ArviZ) of K+, lp and sigma_X over all chains;
-ESS per second of sampling (compile excluded); the share of the merged-start chains that
-reached four features, and the median sweep at which they first did.
+ESS per second of sampling (compile excluded); K+ of each chain at a few sweeps; for the
+merged start, how many merged-start chains reached four features and when.
 
-Run from the repository root (about 2 minutes on 2 CPU cores)::
+Run from the repository root::
 
-    python benchmarks/ibp_split_merge.py
-    python benchmarks/ibp_split_merge.py --num-samples 2000 --num-chains 8
+    python benchmarks/ibp_split_merge.py                      # merged start, N = 100 (~2 min)
+    python benchmarks/ibp_split_merge.py --start default --num-obs 1000 --num-samples 300 \
+        --capacity 32                                         # ~8 min on 2 CPU cores
 """
 
 from __future__ import annotations
