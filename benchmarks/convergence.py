@@ -212,7 +212,9 @@ def measure(name, args):
         "case": name,
         "data": label,
         "run": f"{args.chains} x ({num_warmup} + {num_samples})",
-        "r_hat": f"{worst_r.r_hat:.3f} ({worst_r.worst})",
+        # a quantity constant within each chain but not across them has an infinite R-hat
+        "r_hat": (f"{worst_r.r_hat:.3f}" if worst_r.r_hat < 100 else "> 100")
+        + f" ({worst_r.worst})",
         "ess": f"{ess:.0f} ({worst_e.worst})",
         "sampling_s": f"{sampling:.1f}",
         "ess_per_s": f"{ess / sampling:.1f}",
