@@ -80,9 +80,15 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve
 from jax.scipy.special import gammaln, logsumexp
 
-from bnpjax.infer.base import SamplingAlgorithm, as_step
+from bnpjax.infer.base import SamplingAlgorithm
 from bnpjax.infer.checks import check_integer
-from bnpjax.models.ibp_lg._kernel import FROM_HYPER, build_algorithm, init, resolve
+from bnpjax.models.ibp_lg._kernel import (
+    FROM_HYPER,
+    build_algorithm,
+    init,
+    resolve,
+    sweep_step,
+)
 from bnpjax.models.ibp_lg.collapsed_gibbs import _sweep_Z
 from bnpjax.models.ibp_lg.conditionals import finish_sweep, posterior_A
 from bnpjax.models.ibp_lg.data import IBPLGData, IBPLGHyper, IBPLGState
@@ -326,15 +332,12 @@ def build_step(
     -------
     callable
     """
-    flags = {
-        "sample_alpha": bool(sample_alpha),
-        "sample_sigma_x": bool(sample_sigma_x),
-        "sample_sigma_a": bool(sample_sigma_a),
-    }
-    return as_step(
+    return sweep_step(
         _Step(check_integer(num_moves, "num_moves", 1)),
-        kappa=check_integer(kappa, "kappa", 1),
-        flags=flags,
+        kappa=kappa,
+        sample_alpha=sample_alpha,
+        sample_sigma_x=sample_sigma_x,
+        sample_sigma_a=sample_sigma_a,
     )
 
 
