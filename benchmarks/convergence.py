@@ -28,7 +28,10 @@ The cases (``--cases`` picks some):
   unlisted pair an observed zero).
 
 Real data come from ``BNPJAX_DATA`` (a case whose data are absent is skipped with its reason).
-Run from the repository root; the default cases take about 15 min on 2 CPU cores::
+Run from the repository root. The default cases (``DEFAULT_CASES``: linreg, ibp_bars,
+ibp_1000, ilfm_nations, fm_ml100k, m3f_ml100k) took about 6 min on 2 CPU cores (2026-11-25);
+ibp_bars_sm took 6 min and ibp_1000_sm is longer still; ipm3f_ml100k and wmmsb_fb_uc were not
+timed::
 
     BNPJAX_DATA=/path/to/data python benchmarks/convergence.py
     python benchmarks/convergence.py --cases linreg,ibp_bars,ibp_bars_sm --chains 4
@@ -158,6 +161,9 @@ CASES = {
 PREFIXES = np.linspace(0.1, 1.0, 10)
 
 
+DEFAULT_CASES = ["linreg", "ibp_bars", "ibp_1000", "ilfm_nations", "fm_ml100k", "m3f_ml100k"]
+
+
 def _converged_after(result, report, fractions=PREFIXES):
     """The smallest kept prefix (a fraction of the draws) over which every R-hat of the
     report's variables is at most 1.01; None if even the whole run is above."""
@@ -232,7 +238,11 @@ def measure(name, args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    parser.add_argument(
+        "--cases",
+        default=",".join(DEFAULT_CASES),
+        help=f"comma-separated case names, from {', '.join(CASES)}",
+    )
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a few sweeps per case")
