@@ -9,7 +9,8 @@ a sequence of devices
     the same, over these devices.
 a :class:`jax.sharding.Mesh` with axes named ``"chain"`` and/or ``"data"``
     chains along ``"chain"`` and the data along ``"data"``: every array a model declares
-    row-parallel (its ``Data`` and ``State`` types' ``sharded_axes``: field name -> axis) is
+    row-parallel (``sharded_axes`` of its ``Data`` and ``State`` types: pairs of a field name
+    and the axis that indexes rows) is
     split along that axis, everything else is replicated. Build one with :func:`make_mesh`.
 
 How it runs. The driver places the kernel's data, the chain keys and the chain states on the

@@ -52,7 +52,7 @@ class FMData(NamedTuple):
 
     #: the targets split by row over devices (:mod:`bnpjax.infer.sharding`); the colour blocks
     #: stay whole, since a feature's entries are gathered from every row
-    sharded_axes = {"y": 0}
+    sharded_axes = (("y", 0),)
 
 
 class FMHyper(NamedTuple):

@@ -28,7 +28,7 @@ class IBPLGData(NamedTuple):
 
     #: rows are conditionally independent given the weights (the row-parallel sampler), so
     #: the rows of ``X`` and ``mask`` may be split over devices (:mod:`bnpjax.infer.sharding`)
-    sharded_axes = {"X": 0, "mask": 0}
+    sharded_axes = (("X", 0), ("mask", 0))
 
 
 class IBPLGHyper(NamedTuple):
@@ -55,7 +55,7 @@ class IBPLGState(NamedTuple):
     sigma_a: jax.Array
     X: jax.Array  # (N, D) the data with missing entries imputed
 
-    sharded_axes = {"Z": 0, "X": 0}  # rows, with the data's (bnpjax.infer.sharding)
+    sharded_axes = (("Z", 0), ("X", 0))  # rows, with the data's (bnpjax.infer.sharding)
 
 
 class IBPLGInfo(NamedTuple):
