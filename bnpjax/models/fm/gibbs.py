@@ -323,6 +323,13 @@ def _check_levels(data: FMData, likelihood: str, num_levels) -> int:
     ``num_levels`` must exceed the largest label: at or below it, the bincount of the labels
     would drop the higher levels."""
     y = concrete_or_none(data.y)
+    loc, scale = concrete_or_none(data.y_loc), concrete_or_none(data.y_scale)
+    standardised = loc is not None and scale is not None and (loc != 0 or scale != 1)
+    if likelihood != "gaussian" and standardised:
+        raise ValueError(
+            f"data holds standardised gaussian targets, not {likelihood} labels: build it with "
+            f"make_data(X, y, likelihood={likelihood!r})"
+        )
     if likelihood != "ordinal":
         if num_levels is not None:
             raise ValueError(
