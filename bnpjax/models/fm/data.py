@@ -179,7 +179,11 @@ def check_targets(
     if y.ndim != 1 or y.shape[0] != num_rows:
         raise ValueError(f"{name} must have shape ({num_rows},) to match X, got {y.shape}")
     if likelihood == "probit" and not np.all((y == 0) | (y == 1)):
-        raise ValueError(f"{name} must hold class labels 0 and 1 for the probit classifier")
+        labels = np.unique(y)[:5].tolist()
+        raise ValueError(
+            f"{name} must hold class labels 0 and 1 for the probit classifier, got {labels}; "
+            "map the two classes to 0 and 1"
+        )
     if likelihood == "ordinal":
         if not np.all(y == np.round(y)) or y.min() < 0:
             raise ValueError(f"{name} must hold ordinal levels 0, 1, ..., L-1 (integers)")

@@ -124,12 +124,18 @@ def make_data(X, mask=None, *, center=None, standardize: bool = True) -> IBPLGDa
         mask = np.ones(X.shape, bool)
     mask = np.asarray(mask)
     if mask.shape != X.shape or mask.dtype != bool:
-        raise ValueError(f"mask must be a boolean array of shape {X.shape}")
+        raise ValueError(
+            f"mask must be a boolean array of shape {X.shape}, got {mask.dtype} of shape "
+            f"{mask.shape} (True where X is observed; e.g. np.isfinite(X))"
+        )
     if not np.all(np.isfinite(X[mask])):
         raise ValueError("X must be finite where mask is True")
     empty = np.flatnonzero(~mask.any(axis=1))
     if empty.size:
-        raise ValueError(f"mask leaves rows without any observed entry: {empty[:10].tolist()}")
+        raise ValueError(
+            f"mask leaves rows without any observed entry: {empty[:10].tolist()}; drop those "
+            "rows (nothing can be learnt about their features)"
+        )
     dtype = jnp.result_type(float)
     loc, scale = _standardisation(X[mask], center, standardize)
     return IBPLGData(

@@ -224,8 +224,12 @@ def make_data(
             raise ValueError("mask must be boolean (True = observed)")
         observed &= np.broadcast_to(mask.astype(bool), Y.shape)
     values = Y[observed]
-    if not np.all((values == 0) | (values == 1)):
-        raise ValueError("Y must hold binary links (0 or 1) where observed")
+    bad = values[(values != 0) & (values != 1)]
+    if bad.size:
+        raise ValueError(
+            f"Y must hold binary links (0 or 1) where observed, got {float(bad[0])}; mark an "
+            "unobserved pair with NaN or in mask, and threshold weighted links (Y > 0)"
+        )
     if not observe_diagonal:
         N = Y.shape[1]
         observed[:, np.arange(N), np.arange(N)] = False
