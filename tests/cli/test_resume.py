@@ -14,6 +14,7 @@ import xarray as xr
 
 import bnpjax
 from bnpjax.cli import main
+from bnpjax.testing import float_precision
 
 # `bnpjax fit` in a subprocess, its checkpoint writer slowed so that the test can kill it
 # between two chunks (nothing else is changed: the command is bnpjax.cli.main)
@@ -53,13 +54,8 @@ def _fit(data, out, *extra):
 @pytest.fixture
 def float32():
     """The command's own precision (the suite runs in float64; the subprocess does not)."""
-    import jax
-
-    jax.config.update("jax_enable_x64", False)
-    try:
+    with float_precision("float32"):
         yield
-    finally:
-        jax.config.update("jax_enable_x64", True)
 
 
 def test_a_fit_killed_with_sigkill_resumes_to_the_whole_chain(tmp_path, capsys, float32):

@@ -17,6 +17,7 @@ from bnpjax.datasets import bars, factorization_ratings
 from bnpjax.infer import run
 from bnpjax.models import ibp_lg, ilfm
 from bnpjax.models import linear_regression as lr
+from bnpjax.testing import float_precision
 
 LONG = os.environ.get("BNPJAX_LONG_TESTS") == "1"
 
@@ -24,20 +25,14 @@ LONG = os.environ.get("BNPJAX_LONG_TESTS") == "1"
 @pytest.fixture
 def float32():
     """float32 alone (the users' default), where rounding could tell the units apart."""
-    jax.config.update("jax_enable_x64", False)
-    try:
+    with float_precision("float32"):
         yield
-    finally:
-        jax.config.update("jax_enable_x64", True)
 
 
 @pytest.fixture(params=["float32", "float64"])
 def precision(request):
-    jax.config.update("jax_enable_x64", request.param == "float64")
-    try:
+    with float_precision(request.param):
         yield request.param
-    finally:
-        jax.config.update("jax_enable_x64", True)
 
 
 def _run(algorithm, num_samples, num_warmup=0, num_chains=1):
