@@ -55,6 +55,10 @@ class FMData(NamedTuple):
     y_loc: jax.Array | float = 0.0  # gaussian: y is (targets - y_loc) / y_scale
     y_scale: jax.Array | float = 1.0
 
+    #: the targets split by row over devices (:mod:`bnpjax.infer.sharding`); the colour blocks
+    #: stay whole, since a feature's entries are gathered from every row
+    sharded_axes = {"y": 0}
+
 
 class FMHyper(NamedTuple):
     """myFM's names: InvGamma(alpha_0/2, beta_0/2) variances, N(mu_0, var/gamma_0) means,
