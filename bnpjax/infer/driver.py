@@ -432,6 +432,11 @@ def run(
             )
 
     placement = resolve_devices(devices, num_chains)
+    if placement is not None and checkpoint_path is not None and jax.process_count() > 1:
+        raise ValueError(
+            "checkpoint_path: checkpoints of a run over several processes are not supported; "
+            "checkpoint a run within one process"
+        )
 
     timings: dict[str, float] = {}
     counters = {"resizes": 0}
