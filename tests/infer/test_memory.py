@@ -29,10 +29,6 @@ def _rss_mb() -> float:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs bnpjax/infer/programs.py to call jax.clear_caches() when it evicts a program",
-)
 def test_fitting_many_shapes_keeps_memory_bounded(monkeypatch):
     monkeypatch.setattr(programs, "MAX_COMPILED_PROGRAMS", 2)  # one fit's init and chunk
 
