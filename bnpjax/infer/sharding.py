@@ -229,6 +229,16 @@ def _put(x, sharding: NamedSharding):
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
+def place_chains(states: Any, placement: Placement):
+    """Chain states (leading chain axis) on the mesh."""
+    return place(states, placement, (CHAIN_AXIS,))
+
+
+def chain_shardings(states: Any, placement: Placement):
+    """The shardings :func:`place_chains` gives ``states`` (the pinned output shardings)."""
+    return shardings(states, placement, (CHAIN_AXIS,))
+
+
 def to_host(tree):
     """``tree``'s arrays as NumPy arrays on this host, gathered from every process where a
     mesh spans several (each process gets the whole)."""
