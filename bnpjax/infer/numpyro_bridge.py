@@ -209,12 +209,8 @@ class NumPyroKernel(_mcmc_kernel_base()):
             )
         exceeded = getattr(info, CAPACITY_FIELDS[0], None)
         exceeded = jnp.zeros((), bool) if exceeded is None else jnp.any(exceeded)
-        jax.debug.callback(
-            functools.partial(warn_if_any, message=_CAPACITY_MESSAGE),
-            exceeded & ~state.capacity_exceeded,
-        )
         trace = self._trace_fn(new_state, info)
-        return self._pack(
+        new = self._pack(
             state.i + 1,
             state.num_warmup,
             new_state,
@@ -222,6 +218,7 @@ class NumPyroKernel(_mcmc_kernel_base()):
             trace,
             state.capacity_exceeded | exceeded,
         )
+        return new, exceeded & ~state.capacity_exceeded
 
     # ---------------------------------------------------------------------------------------
     # MCMCKernel
@@ -243,8 +240,20 @@ class NumPyroKernel(_mcmc_kernel_base()):
 
     def sample(self, state, model_args, model_kwargs):
         if jnp.ndim(state.i) > 0:
-            return jax.vmap(self._sample_one)(state)
-        return self._sample_one(state)
+            new, fresh = jax.vmap(self._sample_one)(state)
+            fresh = jnp.any(fresh)
+        else:
+            new, fresh = self._sample_one(state)
+        # a host call only on the step that first needs more room: a callback on every step
+        # (and, under vmap, one per chain) cost more than the kernel on small problems
+        lax.cond(
+            fresh,
+            lambda: jax.debug.callback(
+                functools.partial(warn_if_any, message=_CAPACITY_MESSAGE), fresh
+            ),
+            lambda: None,
+        )
+        return new
 
 
 def mcmc_to_inference_data(mcmc) -> Any:
