@@ -32,8 +32,8 @@ such step issues a ``RuntimeWarning`` from inside the compiled loop, and
 or use :func:`bnpjax.infer.sample`, whose driver grows the buffer and re-runs the chunk, for
 models whose number of features is not known in advance.
 
-The kernel cannot be a block of ``numpyro.infer.Gibbs`` / ``HMCGibbs``: it is bound to its
-data when built and is not conditioned on other sites (``refresh`` is not implemented).
+To run a kernel as one block of ``numpyro.infer.Gibbs`` (conditioned on other blocks' sites
+through ``refresh``) use :class:`bnpjax.infer.KernelBlock` instead.
 """
 
 from __future__ import annotations
