@@ -36,6 +36,7 @@ from bnpjax.infer.driver import (
 )
 from bnpjax.infer.guard import NonFiniteStateError
 from bnpjax.infer.predictive import map_draws
+from bnpjax.infer.sharding import make_mesh
 from bnpjax.infer.variational import FitResult, VariationalAlgorithm, fit, fit_run
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "groups_to_inference_data",
     "growable",
     "load_checkpoint",
+    "make_mesh",
     "map_draws",
     "mcmc_to_inference_data",
     "pad_axis",

@@ -61,6 +61,7 @@ from bnpjax.infer.programs import (
     clear_compile_cache,
     compile_count,
 )
+from bnpjax.infer.sharding import CHAIN_AXIS, Placement, place, resolve_devices, shardings
 
 __all__ = ["SamplingResult", "clear_compile_cache", "compile_count", "resume", "run", "sample"]
 
@@ -243,6 +244,14 @@ def _grow(algorithm: SamplingAlgorithm, states, needed: int):
     return grown, states
 
 
+def _place_chains(states, placement: Placement):
+    return place(states, placement, (CHAIN_AXIS,))
+
+
+def _chain_shardings(states, placement: Placement):
+    return shardings(states, placement, (CHAIN_AXIS,))
+
+
 def _run_phase(
     algorithm,
     states,
@@ -259,6 +268,7 @@ def _run_phase(
     compile_as_sampling: bool = False,
     on_chunk: Callable | None = None,
     guard: dict | None = None,
+    placement: Placement | None = None,
 ):
     """Run ``num_draws`` draws (``thin`` steps each) in chunks; return kept draws per chunk.
 
@@ -271,7 +281,14 @@ def _run_phase(
         n = min(chunk_draws, num_draws - done)
         start_state = states
         while True:
-            dynamic, static = _partition(_kernel_functions(algorithm))
+            fns = _kernel_functions(algorithm)
+            out_shardings = None
+            if placement is not None:
+                fns, start_state = place(fns, placement), _place_chains(start_state, placement)
+                rep = placement.replicated
+                kept = placement.draws if not program_warmup else None
+                out_shardings = (_chain_shardings(start_state, placement), kept, rep, rep, rep)
+            dynamic, static = _partition(fns)
             args = (
                 dynamic,
                 start_state,
@@ -285,6 +302,7 @@ def _run_phase(
                 (static, chunk_draws, thin, program_warmup),
                 args,
                 timings,
+                out_shardings=out_shardings,
             )
             t0 = time.perf_counter()
             new_states, kept, exceeded, needed, finite = program(*args)
@@ -364,6 +382,7 @@ def run(
     start_step: int = 0,
     checkpoint_path=None,
     resume_from: Checkpoint | None = None,
+    devices=None,
 ) -> SamplingResult:
     """Run ``algorithm`` and return the kept draws and final state (see :func:`sample`).
 
@@ -405,14 +424,25 @@ def run(
                 "checkpoint the run continues"
             )
 
+    placement = resolve_devices(devices, num_chains)
+
     timings: dict[str, float] = {}
     counters = {"resizes": 0}
     init_keys, run_keys = _chain_keys(key, num_chains)
+    init_fns, out_shardings = _kernel_functions(algorithm), None
+    if placement is not None:
+        init_keys, run_keys = _place_chains((init_keys, run_keys), placement)
+        init_fns = place(init_fns, placement)
 
     if initial_state is None:
-        dynamic, static = _partition(_kernel_functions(algorithm))
+        dynamic, static = _partition(init_fns)
         args = (dynamic, init_keys)
-        program = _compiled("init", _make_init(static), (static,), args, timings)
+        if placement is not None:
+            shapes = jax.eval_shape(_make_init(static), dynamic, init_keys)
+            out_shardings = _chain_shardings(shapes, placement)
+        program = _compiled(
+            "init", _make_init(static), (static,), args, timings, out_shardings=out_shardings
+        )
         t0 = time.perf_counter()
         states = jax.block_until_ready(program(*args))
         timings["init_s"] = time.perf_counter() - t0
@@ -473,6 +503,7 @@ def run(
                 counters=counters,
                 on_chunk=on_chunk,
                 guard=guard,
+                placement=placement,
             )
         if progress is not None:
             progress.set_description(f"{algorithm.spec.name} sample")
@@ -490,6 +521,7 @@ def run(
             counters=counters,
             on_chunk=on_chunk,
             guard=guard,
+            placement=placement,
         )
     finally:
         if progress is not None:
@@ -504,6 +536,7 @@ def run(
         "start_step": start_step,
         "chunk_size": chunk_size,
         "num_resizes": counters["resizes"],
+        "num_devices": 1 if placement is None else placement.mesh.size,
         "seed": _seed_of(key),
     }
     if algorithm.capacity is not None:
@@ -533,6 +566,7 @@ def sample(
     checkpoint_path=None,
     resume_from: Checkpoint | None = None,
     check_convergence: bool = True,
+    devices=None,
 ):
     """Run any bnpjax kernel and return :class:`arviz.InferenceData`.
 
@@ -546,7 +580,7 @@ def sample(
         kept draws per chain, after ``num_warmup`` warmup steps and with ``thin`` steps
         between kept draws.
     num_chains
-        independent chains, run together with ``vmap``.
+        independent chains, run together with ``vmap`` and spread over ``devices``.
     progress_bar
         a tqdm bar advanced between compiled chunks (no host round-trip per step).
     checkpoint_path
@@ -555,6 +589,14 @@ def sample(
         :func:`bnpjax.infer.resume`).
     resume_from
         a :class:`~bnpjax.infer.Checkpoint` this run continues (set by :func:`resume`).
+    devices
+        where the run goes (:mod:`bnpjax.infer.sharding`): None (default) spreads the chains
+        over every local device of the default backend (the most of them that divide
+        ``num_chains``; one device is the plain run); a sequence of devices does the same over
+        those; a :class:`jax.sharding.Mesh` with axes ``"chain"`` and ``"data"``
+        (:func:`bnpjax.infer.make_mesh`) also splits the rows of row-parallel data. Chain
+        sharding gives the draws of a one-device run bit for bit; data sharding the same up to
+        the order of floating-point sums.
     check_convergence
         warn (:class:`~bnpjax.infer.diagnostics.ConvergenceWarning`) when R-hat or ESS says the
         chains have not converged (:func:`bnpjax.infer.diagnostics.check_convergence`).
@@ -579,6 +621,7 @@ def sample(
         start_step=start_step,
         checkpoint_path=checkpoint_path,
         resume_from=resume_from,
+        devices=devices,
     )
     idata = to_inference_data(result)
     if check_convergence:

@@ -72,7 +72,12 @@ def _aval_key(tree) -> tuple:
     return (
         treedef,
         tuple(
-            (tuple(x.shape), str(x.dtype), bool(getattr(x, "weak_type", False)))
+            (
+                tuple(x.shape),
+                str(x.dtype),
+                bool(getattr(x, "weak_type", False)),
+                getattr(x, "sharding", None) if isinstance(x, jax.Array) else None,
+            )
             if hasattr(x, "shape")
             else (type(x), x)
             for x in leaves
@@ -99,14 +104,22 @@ def clear_compile_cache() -> None:
     _COMPILED.clear()
 
 
-def _compiled(name: str, fn: Callable, static_key: tuple, args: tuple, timings: dict):
-    """Return an ahead-of-time compiled ``fn`` for ``args``, from the cache when possible."""
+def _compiled(
+    name: str, fn: Callable, static_key: tuple, args: tuple, timings: dict, out_shardings=None
+):
+    """Return an ahead-of-time compiled ``fn`` for ``args``, from the cache when possible.
+
+    The key holds the arguments' shapes, dtypes and shardings (a program compiled for one
+    layout over devices refuses arrays laid out another way); ``out_shardings`` pins where
+    the results live, so a chunk's output state is laid out as its input was and the next
+    chunk reuses the program."""
     global _COMPILE_COUNT
     key = (name, static_key, _aval_key(args))
     program = _COMPILED.get(key)
     if program is None:
         start = time.perf_counter()
-        program = jax.jit(fn).lower(*args).compile()
+        jitted = jax.jit(fn) if out_shardings is None else jax.jit(fn, out_shardings=out_shardings)
+        program = jitted.lower(*args).compile()
         timings["compile_s"] = timings.get("compile_s", 0.0) + time.perf_counter() - start
         _COMPILE_COUNT += 1
         _COMPILED[key] = program

@@ -50,6 +50,10 @@ class FMData(NamedTuple):
     group_sizes: jax.Array  # (G,) features per group
     relations: tuple[FMRelation, ...] = ()
 
+    #: the targets split by row over devices (:mod:`bnpjax.infer.sharding`); the colour blocks
+    #: stay whole, since a feature's entries are gathered from every row
+    sharded_axes = {"y": 0}
+
 
 class FMHyper(NamedTuple):
     """myFM's names: InvGamma(alpha_0/2, beta_0/2) variances, N(mu_0, var/gamma_0) means,

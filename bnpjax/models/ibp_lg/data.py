@@ -26,6 +26,10 @@ class IBPLGData(NamedTuple):
     mask: jax.Array
     observed: jax.Array
 
+    #: rows are conditionally independent given the weights (the row-parallel sampler), so
+    #: the rows of ``X`` and ``mask`` may be split over devices (:mod:`bnpjax.infer.sharding`)
+    sharded_axes = {"X": 0, "mask": 0}
+
 
 class IBPLGHyper(NamedTuple):
     """Gamma(shape, rate) prior of alpha; InvGamma(shape, scale) priors of the variances
@@ -50,6 +54,8 @@ class IBPLGState(NamedTuple):
     sigma_x: jax.Array
     sigma_a: jax.Array
     X: jax.Array  # (N, D) the data with missing entries imputed
+
+    sharded_axes = {"Z": 0, "X": 0}  # rows, with the data's (bnpjax.infer.sharding)
 
 
 class IBPLGInfo(NamedTuple):

@@ -1,0 +1,215 @@
+"""Chains and data laid out over devices with JAX's SPMD engine (``jax.sharding``).
+
+One switch, the ``devices`` argument of :func:`bnpjax.sample` (and :func:`bnpjax.infer.run`):
+
+``None`` (the default)
+    every local device of the default backend; the chains are spread over the largest number
+    of them that divides ``num_chains`` (one device, and nothing changes, when there is one).
+a sequence of devices
+    the same, over these devices.
+a :class:`jax.sharding.Mesh` with axes named ``"chain"`` and/or ``"data"``
+    chains along ``"chain"`` and the data along ``"data"``: every array a model declares
+    row-parallel (its ``Data`` and ``State`` types' ``sharded_axes``: field name -> axis) is
+    split along that axis, everything else is replicated. Build one with :func:`make_mesh`.
+
+How it runs. The driver places the kernel's data, the chain keys and the chain states on the
+mesh (:func:`place`) and compiles its chunk program with
+``jax.jit`` and pinned output shardings, so XLA's SPMD partitioner (GSPMD) splits the vmapped
+chains and the row-parallel sums over the devices and every later chunk reuses the program
+(the driver's cache keys on the shardings too). Nothing else changes: keys, capacity growth,
+thinning, progress, checkpoints and the NaN guard work as on one device.
+
+What can differ from a one-device run, and why:
+
+* chains only: every chain's arithmetic is the same operations on the same values (the
+  partitioner only slices the chain axis, and the keys are per chain), but XLA compiles a
+  device's slice of the chain batch with its own vectorisation, which may round differently
+  in the last bit (measured: at most a few ulp in float32). Discrete draws are therefore
+  equal until such a difference flips a near-tie, and continuous draws agree to rounding;
+  over short chains the draws are equal (tested). The devices talk once per iteration of a
+  data-dependent loop of the kernel (a rejection sampler, a ``while_loop``: the loop runs
+  until every chain is done, as it does on one device) and once per chunk for the capacity
+  and finiteness flags: one scalar all-reduce each.
+* data sharded: sums over the rows are computed per device and added across devices
+  (all-reduce), a different order of the same floating-point additions, with the same
+  consequence; global parameters are drawn once from the same key on every device, so every
+  device holds the same global state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from bnpjax.infer.checks import check_integer
+
+__all__ = [
+    "CHAIN_AXIS",
+    "DATA_AXIS",
+    "Placement",
+    "make_mesh",
+    "place",
+    "resolve_devices",
+    "shardings",
+]
+
+#: mesh axis the chains are split along
+CHAIN_AXIS = "chain"
+#: mesh axis the rows (pairs, ratings) of row-parallel data are split along
+DATA_AXIS = "data"
+
+
+class Placement(NamedTuple):
+    """A mesh and where each kind of array of a run lives on it."""
+
+    mesh: Mesh
+
+    @property
+    def num_chain_shards(self) -> int:
+        return dict(self.mesh.shape).get(CHAIN_AXIS, 1)
+
+    @property
+    def num_data_shards(self) -> int:
+        return dict(self.mesh.shape).get(DATA_AXIS, 1)
+
+    def sharding(self, *spec) -> NamedSharding:
+        names = set(self.mesh.axis_names)
+        return NamedSharding(self.mesh, P(*(s if s in names else None for s in spec)))
+
+    @property
+    def replicated(self) -> NamedSharding:
+        return NamedSharding(self.mesh, P())
+
+    @property
+    def draws(self) -> NamedSharding:
+        """Kept draws, ``(draw, chain, ...)``: split by chain, whole over the data axis."""
+        return self.sharding(None, CHAIN_AXIS)
+
+
+def make_mesh(num_chain_shards: int = 1, num_data_shards: int = 1, devices=None) -> Mesh:
+    """A ``(chain, data)`` mesh over ``num_chain_shards * num_data_shards`` devices.
+
+    Parameters
+    ----------
+    num_chain_shards, num_data_shards : int
+        how many groups the chains and the data are split into.
+    devices : sequence of jax.Device, optional
+        default: ``jax.devices()`` (every device of every process of the default backend).
+
+    Returns
+    -------
+    jax.sharding.Mesh
+    """
+    num_chain_shards = check_integer(num_chain_shards, "num_chain_shards", 1)
+    num_data_shards = check_integer(num_data_shards, "num_data_shards", 1)
+    devices = list(jax.devices() if devices is None else devices)
+    needed = num_chain_shards * num_data_shards
+    if needed > len(devices):
+        raise ValueError(
+            f"a {num_chain_shards} x {num_data_shards} mesh needs {needed} devices; "
+            f"there are {len(devices)} (jax.devices())"
+        )
+    grid = np.array(devices[:needed], dtype=object).reshape(num_chain_shards, num_data_shards)
+    return Mesh(grid, (CHAIN_AXIS, DATA_AXIS))
+
+
+def resolve_devices(devices, num_chains: int) -> Placement | None:
+    """The placement of a run of ``num_chains`` chains, or None to run on one device as is.
+
+    Raises ``ValueError`` (naming ``devices``) for anything but None, a sequence of devices or
+    a mesh with axes among ``"chain"``, ``"data"`` whose chain axis divides ``num_chains``.
+    """
+    if isinstance(devices, Mesh):
+        unknown = set(devices.axis_names) - {CHAIN_AXIS, DATA_AXIS}
+        if unknown:
+            raise ValueError(
+                f"devices: a mesh's axes must be named {CHAIN_AXIS!r} and/or {DATA_AXIS!r}, "
+                f"got {devices.axis_names}"
+            )
+        placement = Placement(devices)
+        if num_chains % placement.num_chain_shards:
+            raise ValueError(
+                f"devices: the mesh splits the chains {placement.num_chain_shards} ways, which "
+                f"does not divide num_chains={num_chains}"
+            )
+        return placement if devices.size > 1 else None
+    if devices is None:
+        devices = jax.local_devices()
+    elif isinstance(devices, jax.Device):
+        devices = [devices]
+    elif isinstance(devices, Sequence) and all(isinstance(d, jax.Device) for d in devices):
+        devices = list(devices)
+        if not devices:
+            raise ValueError("devices must not be empty")
+        if len(set(devices)) != len(devices):
+            raise ValueError("devices lists a device twice")
+    else:
+        raise ValueError(
+            "devices must be None, a sequence of jax devices or a jax.sharding.Mesh, got "
+            f"{type(devices).__name__}"
+        )
+    # the most devices that split the chains evenly (a chain is never split)
+    shards = max(d for d in range(1, len(devices) + 1) if num_chains % d == 0)
+    if shards == 1:
+        return (
+            None
+            if len(devices) == 1 or devices[0] == jax.devices()[0]
+            else Placement(Mesh(np.array(devices[:1], dtype=object), (CHAIN_AXIS,)))
+        )
+    return Placement(Mesh(np.array(devices[:shards], dtype=object), (CHAIN_AXIS,)))
+
+
+def _sharded_axes(node) -> dict[str, int] | None:
+    axes = getattr(type(node), "sharded_axes", None)
+    return dict(axes) if axes is not None and hasattr(node, "_fields") else None
+
+
+def _is_array(x) -> bool:
+    return isinstance(x, jax.Array | np.ndarray | np.generic | jax.ShapeDtypeStruct)
+
+
+def shardings(tree: Any, placement: Placement, lead: tuple = ()):
+    """``tree`` with each array replaced by its sharding on the mesh (other leaves by None):
+    fields a model declares row-parallel (``sharded_axes`` of its NamedTuple type) split along
+    ``"data"`` after the ``lead`` axes, every other array split along ``lead`` only."""
+
+    def array_sharding(x, axis=None):
+        ndim = len(np.shape(x)) if not isinstance(x, jax.ShapeDtypeStruct) else len(x.shape)
+        spec = list(lead[:ndim])
+        if axis is not None and len(lead) + axis < ndim:
+            spec += [None] * (len(lead) + axis - len(spec)) + [DATA_AXIS]
+        return placement.sharding(*spec)
+
+    def visit(node):
+        axes = _sharded_axes(node)
+        if axes is None:
+            return array_sharding(node) if _is_array(node) else None
+        return type(node)(
+            **{
+                name: array_sharding(value, axes[name])
+                if name in axes and _is_array(value)
+                else jax.tree_util.tree_map(visit, value, is_leaf=_is_declared)
+                for name, value in node._asdict().items()
+            }
+        )
+
+    return jax.tree_util.tree_map(visit, tree, is_leaf=_is_declared)
+
+
+def _is_declared(node) -> bool:
+    return _sharded_axes(node) is not None
+
+
+def place(tree: Any, placement: Placement, lead: tuple = ()):
+    """``tree``'s arrays moved to their :func:`shardings` (non-array leaves unchanged)."""
+    return jax.tree_util.tree_map(
+        lambda x, s: x if s is None else jax.device_put(x, s),
+        tree,
+        shardings(tree, placement, lead),
+        is_leaf=lambda x: x is None,
+    )
