@@ -53,8 +53,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bnpjax.infer.base import CAPACITY_FIELDS, SamplingAlgorithm
-from bnpjax.infer.numpyro_bridge import warn_if_any
+from bnpjax.infer.base import SamplingAlgorithm
+from bnpjax.infer.numpyro_bridge import kernel_step, warn_if_any
 
 __all__ = ["KernelBlock", "KernelBlockState"]
 
@@ -224,20 +224,13 @@ class KernelBlock(_mcmc_kernel_base()):
         )
 
     def sample(self, state, model_args, model_kwargs):
-        algorithm = self.algorithm(model_args, model_kwargs)
-        key = jax.random.fold_in(state.rng_key, state.i)
-        if algorithm.warmup_step is None:
-            new, info = algorithm.step(key, state.sampler_state)
-        else:
-            new, info = lax.cond(
-                state.i < state.num_warmup,
-                algorithm.warmup_step,
-                algorithm.step,
-                key,
-                state.sampler_state,
-            )
-        exceeded = getattr(info, CAPACITY_FIELDS[0], None)
-        exceeded = jnp.zeros((), bool) if exceeded is None else jnp.any(exceeded)
+        new, _, exceeded = kernel_step(
+            self.algorithm(model_args, model_kwargs),
+            state.rng_key,
+            state.sampler_state,
+            state.i,
+            state.num_warmup,
+        )
         fresh = exceeded & ~state.capacity_exceeded
         lax.cond(
             fresh,

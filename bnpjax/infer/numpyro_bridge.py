@@ -77,6 +77,21 @@ def warn_if_any(flag, message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=1)
 
 
+def kernel_step(algorithm: SamplingAlgorithm, run_key, sampler_state, i, num_warmup):
+    """Step ``i`` of a chain as the driver takes it (key ``fold_in(run_key, i)``, the
+    kernel's ``warmup_step`` while ``i < num_warmup``): ``(state, info, needed_more_room)``."""
+    key = jax.random.fold_in(run_key, i)
+    if algorithm.warmup_step is None:
+        new, info = algorithm.step(key, sampler_state)
+    else:
+        new, info = lax.cond(
+            i < num_warmup, algorithm.warmup_step, algorithm.step, key, sampler_state
+        )
+    exceeded = getattr(info, CAPACITY_FIELDS[0], None)
+    exceeded = jnp.zeros((), bool) if exceeded is None else jnp.any(exceeded)
+    return new, info, exceeded
+
+
 _CAPACITY_MESSAGE = (
     "a bnpjax step needed more room than the kernel's feature capacity; NumPyro "
     "cannot grow the buffer, so the draws from here on are those of a truncated "
@@ -195,20 +210,9 @@ class NumPyroKernel(_mcmc_kernel_base()):
         )
 
     def _sample_one(self, state):
-        key = jax.random.fold_in(state.rng_key, state.i)
-        algorithm = self.algorithm
-        if algorithm.warmup_step is None:
-            new_state, info = algorithm.step(key, state.sampler_state)
-        else:
-            new_state, info = lax.cond(
-                state.i < state.num_warmup,
-                algorithm.warmup_step,
-                algorithm.step,
-                key,
-                state.sampler_state,
-            )
-        exceeded = getattr(info, CAPACITY_FIELDS[0], None)
-        exceeded = jnp.zeros((), bool) if exceeded is None else jnp.any(exceeded)
+        new_state, info, exceeded = kernel_step(
+            self.algorithm, state.rng_key, state.sampler_state, state.i, state.num_warmup
+        )
         trace = self._trace_fn(new_state, info)
         new = self._pack(
             state.i + 1,
