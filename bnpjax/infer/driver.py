@@ -61,7 +61,14 @@ from bnpjax.infer.programs import (
     clear_compile_cache,
     compile_count,
 )
-from bnpjax.infer.sharding import CHAIN_AXIS, Placement, place, resolve_devices, shardings
+from bnpjax.infer.sharding import (
+    CHAIN_AXIS,
+    Placement,
+    place,
+    resolve_devices,
+    shardings,
+    to_host,
+)
 
 __all__ = ["SamplingResult", "clear_compile_cache", "compile_count", "resume", "run", "sample"]
 
@@ -308,7 +315,7 @@ def _run_phase(
             new_states, kept, exceeded, needed, finite = program(*args)
             exceeded = bool(exceeded)
             if not warmup:
-                kept = jax.device_get(kept)
+                kept = to_host(kept)
             phase = "warmup_s" if warmup else "sampling_s"
             timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - t0
             if not exceeded:
@@ -425,6 +432,11 @@ def run(
             )
 
     placement = resolve_devices(devices, num_chains)
+    if placement is not None and checkpoint_path is not None and jax.process_count() > 1:
+        raise ValueError(
+            "checkpoint_path: checkpoints of a run over several processes are not supported; "
+            "checkpoint a run within one process"
+        )
 
     timings: dict[str, float] = {}
     counters = {"resizes": 0}

@@ -279,22 +279,44 @@ def _trace(data, hyper, test, state, info, *, likelihood, num_test, pointwise):
         "mu_v": state.mu_v,
         "var_v": state.var_v,
     }
+    pointwise_terms = info.log_likelihood
+    stats = {"lp": info.lp, "rmse": info.rmse}
     if likelihood == "gaussian":
         posterior["noise_var"] = state.noise_var
+        posterior, stats, pointwise_terms = _to_target_units(
+            data, posterior, stats, pointwise_terms
+        )
     if likelihood == "ordinal":
         posterior["cutpoints"] = state.cutpoints
-    stats = {"lp": info.lp, "rmse": info.rmse}
     if likelihood == "ordinal":
         stats["acceptance_rate"] = info.acceptance_rate
     if test is not None:
         rows, cols, values, relations = test
         stats["yhat_test"] = _predict_coo(
-            rows, cols, values, num_test, state.b, state.w, state.V, relations
-        )
+            rows, cols, values, num_test, posterior["b"], posterior["w"], posterior["V"],
+            relations,
+        )  # fmt: skip
     out = {"posterior": posterior, "sample_stats": stats}
     if pointwise:
-        out["log_likelihood"] = {"y": info.log_likelihood}
+        out["log_likelihood"] = {"y": pointwise_terms}
     return out
+
+
+def _to_target_units(data, posterior, stats, pointwise_terms):
+    """Draws of the standardised gaussian model (``make_data``) back in the targets' units:
+    ``y = y_loc + y_scale y'`` makes ``b = y_loc + y_scale b'``, ``w = y_scale w'``,
+    ``V = sqrt(y_scale) V'`` (an interaction is a product of two rows of ``V``) and the
+    variances of each by the square of its factor."""
+    loc, scale = data.y_loc, data.y_scale
+    root = jnp.sqrt(scale)
+    factor = {"w": scale, "mu_w": scale, "var_w": scale**2, "V": root, "mu_v": root,
+              "var_v": scale, "noise_var": scale**2}  # fmt: skip
+    posterior = {k: v * factor[k] if k in factor else v for k, v in posterior.items()}
+    posterior["b"] = loc + scale * posterior["b"]
+    log_scale = jnp.log(scale)
+    stats = dict(stats, lp=stats["lp"] - pointwise_terms.shape[0] * log_scale,
+                 rmse=stats["rmse"] * scale)  # fmt: skip
+    return posterior, stats, pointwise_terms - log_scale
 
 
 def _check_levels(data: FMData, likelihood: str, num_levels) -> int:
@@ -304,6 +326,13 @@ def _check_levels(data: FMData, likelihood: str, num_levels) -> int:
     ``num_levels`` must exceed the largest label: at or below it, the bincount of the labels
     would drop the higher levels."""
     y = concrete_or_none(data.y)
+    loc, scale = concrete_or_none(data.y_loc), concrete_or_none(data.y_scale)
+    standardised = loc is not None and scale is not None and (loc != 0 or scale != 1)
+    if likelihood != "gaussian" and standardised:
+        raise ValueError(
+            f"data holds standardised gaussian targets, not {likelihood} labels: build it with "
+            f"make_data(X, y, likelihood={likelihood!r})"
+        )
     if likelihood != "ordinal":
         if num_levels is not None:
             raise ValueError(
@@ -510,10 +539,17 @@ def gibbs(
                 "yhat_test": ["test_row"],
                 "y": ["obs"],
             },
-            observed_data={} if y is None else {"y": y},
+            observed_data={} if y is None else {"y": _observed_targets(data, y, likelihood)},
             settings={"rank": rank, "num_levels": num_levels, **static},
         ),
     )
+
+
+def _observed_targets(data, y, likelihood):
+    """The targets in their own units (``make_data`` standardises gaussian ones)."""
+    if likelihood != "gaussian":
+        return y
+    return np.asarray(y, np.float64) * float(data.y_scale) + float(data.y_loc)
 
 
 # BlackJAX's lower levels on the factory itself: the package re-exports the factory under

@@ -175,11 +175,15 @@ def _relation_pointwise(data, state, likelihood, mode):
 def _trace(data, hyper, observed, state, info, *, mode, likelihood):
     single = mode == "single"
     beta = state.beta[:, 0] if single else state.beta
+    bias = state.bias[:, 0] if single else state.bias
+    if data.X_scale is not None:  # back in the covariates' units (make_data standardises)
+        bias = bias - beta @ (data.X_loc / data.X_scale)
+        beta = beta / data.X_scale
     covariates = {"beta": beta} if data.X.shape[0] else {}
     posterior = {
         "num_features": info.num_features,
         "alpha": state.alpha,
-        "bias": state.bias[:, 0] if single else state.bias,
+        "bias": bias,
         "F": state.F,
         "W": state.W[:, 0] if single else state.W,
         **covariates,
