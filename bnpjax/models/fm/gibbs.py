@@ -55,11 +55,12 @@ __all__ = ["build_step", "gibbs", "init"]
 
 def _step(
     data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear,
-    joint_block=None, row_sums=None, intercept_block=None,
+    joint_block=None, row_sums=None, intercept_block=None, sample_noise=True,
 ):  # fmt: skip
     """One sweep (module docstring). ``joint_block``, ``row_sums`` and ``intercept_block``
     replace the colour draw, the relation block-row sums and the joint ``(b, mu_w)`` draw
-    (tests build broken twins with them)."""
+    (tests build broken twins with them). ``sample_noise=False`` keeps the state's noise
+    variance (a block of ``numpyro.infer.Gibbs`` whose noise another block samples)."""
     joint_block = joint_block or _joint_block
     n = data.y.shape[0]
     K = state.V.shape[1]
@@ -77,9 +78,11 @@ def _step(
     cutpoints, accepted = state.cutpoints, jnp.ones((), yhat.dtype)
     if likelihood == "gaussian":
         resid = data.y - yhat
-        noise_var = sample_inverse_gamma(
-            keys[7], hyper.alpha_0 / 2 + n / 2, hyper.beta_0 / 2 + 0.5 * resid @ resid
-        )
+        noise_var = state.noise_var
+        if sample_noise:
+            noise_var = sample_inverse_gamma(
+                keys[7], hyper.alpha_0 / 2 + n / 2, hyper.beta_0 / 2 + 0.5 * resid @ resid
+            )
         target = data.y
     else:
         if likelihood == "ordinal":
@@ -442,6 +445,7 @@ def gibbs(
     test=None,
     num_test: int = 0,
     pointwise_log_likelihood: bool = True,
+    sample_noise: bool = True,
 ) -> SamplingAlgorithm:
     r"""The BFM Gibbs sampler as a kernel for :func:`bnpjax.sample`.
 
@@ -475,6 +479,9 @@ def gibbs(
     pointwise_log_likelihood : bool
         trace the pointwise log-likelihood of the training targets (group
         ``log_likelihood``, variable ``y``, dim ``obs``), for ``az.loo``.
+    sample_noise : bool
+        gaussian likelihood: sample the noise variance (else it keeps the state's value, as
+        in :func:`gibbs_block`, where another block samples it).
 
     Returns
     -------
@@ -495,6 +502,8 @@ def gibbs(
     test_arrays, num_test = _check_test(test, num_test, data)
     fit_w0 = bool(fit_w0) and likelihood != "ordinal"
     static = dict(likelihood=likelihood, fit_w0=fit_w0, fit_linear=bool(fit_linear))
+    if not sample_noise:
+        static["sample_noise"] = False
     y = concrete_or_none(data.y)
     return SamplingAlgorithm(
         init=bind(

@@ -42,6 +42,7 @@ from bnpjax.models.ibp_lg.data import (
     make_data,
     make_hyper,
 )
+from bnpjax.models.ibp_lg.gibbs_block import gibbs_block
 from bnpjax.models.ibp_lg.parallel_gibbs import parallel_gibbs
 from bnpjax.models.ibp_lg.predict import feature_means, log_likelihood, predict
 from bnpjax.models.ibp_lg.split_merge import split_merge
@@ -54,6 +55,7 @@ __all__ = [
     "collapsed_gibbs",
     "feature_means",
     "geweke",
+    "gibbs_block",
     "log_joint",
     "log_likelihood",
     "make_data",
