@@ -182,7 +182,7 @@ def test_fm_block_with_nuts_on_a_half_cauchy_noise_scale():
         yhat = b + X @ w + 0.5 * jnp.sum(XV**2 - (X**2) @ (V**2), -1)
         numpyro.sample("y", dist.Normal(yhat, sigma).to_event(1), obs=y)
 
-    kernel_block = fm.gibbs_block(fm_model, fm.make_data(X, y), rank=2)
+    kernel_block = fm.gibbs_block(fm_model, fm.make_data(X, y, standardize=False), rank=2)
     kernel = Gibbs([(kernel_block, kernel_block.sites), (NUTS(fm_model), None)])
     mcmc = MCMC(kernel, num_warmup=100, num_samples=100, progress_bar=False)
     mcmc.run(jax.random.key(0), jnp.asarray(X), jnp.asarray(y))
@@ -191,4 +191,4 @@ def test_fm_block_with_nuts_on_a_half_cauchy_noise_scale():
     assert abs(float(samples["w"][:, 0].mean()) - 1.0) < 0.2
     assert 0.1 < float(samples["sigma"].mean()) < 0.4
     with pytest.raises(ValueError, match="exactly 'noise_var'"):
-        fm.gibbs_block(fm_model, fm.make_data(X, y), given={"b": "b"})
+        fm.gibbs_block(fm_model, fm.make_data(X, y, standardize=False), given={"b": "b"})

@@ -36,7 +36,8 @@ def gibbs_block(
     model
         the user's NumPyro model.
     data : FMData
-        from :func:`make_data`, the same design and targets the model is given.
+        from ``make_data(X, y, standardize=False)``, the same design and targets the model is
+        given (the block's state is the model's own sites, in the targets' units).
     hyper : FMHyper, optional
         the hierarchical priors of ``w`` and ``V`` (:func:`make_hyper`).
     given : dict, optional
@@ -63,6 +64,11 @@ def gibbs_block(
         raise ValueError(f"given must hold exactly 'noise_var', got {sorted(given)}")
     if options.get("likelihood", "gaussian") != "gaussian":
         raise ValueError("gibbs_block holds the noise variance: the likelihood must be gaussian")
+    if float(data.y_loc) != 0.0 or float(data.y_scale) != 1.0:
+        raise ValueError(
+            "data: the block's b, w, V are the model's sites in the targets' units; build it "
+            "with fm.make_data(X, y, standardize=False)"
+        )
     sites = {"b": "b", "w": "w", "V": "V"} if sites is None else dict(sites)
     options = {"pointwise_log_likelihood": False, **options, "sample_noise": False}
     kernel = gibbs(data, hyper, **options)

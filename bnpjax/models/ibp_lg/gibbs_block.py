@@ -19,9 +19,10 @@ _HYPER_FIELDS = ("alpha", "sigma_x", "sigma_a")
 
 
 def _data(X) -> IBPLGData:
-    """``make_data(X)`` when ``X`` is concrete; fully observed ``X`` when traced."""
+    """``make_data(X, standardize=False)`` when ``X`` is concrete (the block's state is the
+    user model's own sites, in its units); fully observed ``X`` when traced."""
     if concrete_or_none(X) is not None:
-        return make_data(X)
+        return make_data(X, standardize=False)  # the state lives in the model's units
     N, D = X.shape
     return IBPLGData(X, jnp.ones_like(X), jnp.arange(N * D))
 
