@@ -53,6 +53,7 @@ def test_chains_that_do_not_divide_the_devices_use_a_divisor(four_devices):
 def test_rows_split_over_devices(four_devices):
     assert four_devices["ibp_rows"]["layout"] == "P('chain', 'data')"
     assert "fm_rows" in four_devices
+    assert four_devices["m3f_ratings"]["layout"].startswith("P('chain'")
 
 
 def test_a_sharded_run_resumes_from_its_checkpoint(four_devices):
