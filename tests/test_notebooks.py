@@ -18,6 +18,7 @@ SHORT = {
     "ibp_bars": {"NUM_SAMPLES": 40, "NUM_WARMUP": 40, "NUM_CHAINS": 2},
     "fm_movielens": {"N_ITER": 30, "N_KEPT": 20},
     "diagnostics_and_comparison": {"NUM_SAMPLES": 200, "NUM_WARMUP": 50, "NUM_CHAINS": 2},
+    "numpyro_composition": {"NUM_OBS": 30, "NUM_SAMPLES": 30, "NUM_WARMUP": 30, "NUM_CHAINS": 1},
 }
 #: the real data a notebook reads, by notebook: (loader in bnpjax.datasets, its arguments)
 DATA = {"fm_movielens": ("movielens", ("ml-100k",))}

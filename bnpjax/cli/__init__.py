@@ -21,7 +21,7 @@ import sys
 import warnings
 
 from bnpjax.cli.output import UsageError, check_writable, report_error
-from bnpjax.cli.parser import build_parser, check_sampling
+from bnpjax.cli.parser import build_parser, check_checkpoint, check_sampling
 from bnpjax.cli.registry import MODELS, load, load_all
 
 __all__ = ["MODELS", "UsageError", "main"]
@@ -68,7 +68,9 @@ def _main(argv: list[str]) -> int:
         if args.model is None:
             raise UsageError(f"fit: choose a model: {', '.join(sorted(MODELS))}")
         check_writable(args.out, "--out")
-        return load(args.model).fit(args)
+        commands = load(args.model)
+        check_checkpoint(args, supported=getattr(commands, "CHECKPOINTS", True))
+        return commands.fit(args)
     except (UsageError, ValueError, OSError) as err:
         return report_error(str(err))
     except FloatingPointError as err:  # a chain turned non-finite: nothing is written

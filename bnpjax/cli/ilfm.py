@@ -94,7 +94,7 @@ def add_fit_arguments(parser) -> None:
         "--init-features",
         type=int,
         default=None,
-        help="features at the start (default: 10, or 4 in single mode with one relation)",
+        help="features at the start (default: 3, or 4 in single mode with one relation)",
     )
     add_id_arguments(parser, "entity ids (and relation ids)")
     add_header_argument(parser)

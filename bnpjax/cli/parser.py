@@ -1,10 +1,11 @@
 """The argument parser, built from the registry, and the sampling options every command
 shares (``--num-samples``, ``--num-warmup``, ``--num-chains``, ``--thin``, ``--seed``,
-``--no-progress``)."""
+``--no-progress``), and the checkpoints of ``fit`` (``--checkpoint``, ``--resume``)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from bnpjax.cli.output import UsageError
 from bnpjax.cli.registry import DEFAULT_DEMO, ModelCommands
@@ -13,8 +14,10 @@ from bnpjax.infer.checks import MAX_SEED
 __all__ = [
     "CliParser",
     "HelpFormatter",
+    "add_checkpoint_arguments",
     "add_sampling_arguments",
     "build_parser",
+    "check_checkpoint",
     "check_sampling",
     "sample",
 ]
@@ -82,12 +85,53 @@ def check_sampling(args) -> None:
         raise UsageError(f"--seed must be an integer in [0, 2**63), got {seed}")
 
 
+def add_checkpoint_arguments(parser) -> None:
+    """``--checkpoint PATH`` and ``--resume`` of ``bnpjax fit MODEL``."""
+    parser.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="PATH",
+        help="save the chains' state and the draws so far to PATH (.npz, with a PATH.draws "
+        "folder) after every chunk of the run; without it nothing is saved until the end",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run saved at --checkpoint (same --data, model options and sampling "
+        "options); the output holds the whole chain, as an uninterrupted run would",
+    )
+
+
+def check_checkpoint(args, *, supported: bool = True) -> None:
+    """Refuse checkpoint options that cannot work, before anything is read or compiled."""
+    path = getattr(args, "checkpoint", None)
+    if getattr(args, "resume", False) and path is None:
+        raise UsageError("--resume needs --checkpoint PATH: the file of the run to continue")
+    if path is None:
+        return
+    if not supported:
+        raise UsageError(f"--checkpoint: fit {args.model} is a variational fit; it has none")
+    from bnpjax.infer.checkpoint import check_checkpoint_path
+
+    try:
+        check_checkpoint_path(path)
+    except ValueError as err:
+        raise UsageError(f"--checkpoint: {err}") from None
+    if args.resume and not Path(path).is_file():
+        raise UsageError(f"--resume: no checkpoint at {path} (run once without --resume)")
+
+
 def sample(algorithm, args):
-    """Run ``algorithm`` with the command's sampling options; returns the InferenceData."""
+    """Run ``algorithm`` with the command's sampling options; returns the InferenceData. With
+    ``--checkpoint`` the run saves itself after every chunk; with ``--resume`` it continues the
+    saved run, whose draws start the output."""
     import jax
 
     import bnpjax
 
+    path = getattr(args, "checkpoint", None)
+    if getattr(args, "resume", False):
+        return _resume(algorithm, args, path)
     return bnpjax.sample(
         algorithm,
         jax.random.key(args.seed),
@@ -96,7 +140,42 @@ def sample(algorithm, args):
         num_chains=args.num_chains,
         thin=args.thin,
         progress_bar=not args.no_progress,
+        checkpoint_path=path,
     )
+
+
+def _resume(algorithm, args, path):
+    import jax
+    import numpy as np
+
+    from bnpjax.infer import load_checkpoint, resume
+
+    try:
+        checkpoint = load_checkpoint(path, algorithm)
+    except ValueError as err:
+        message = str(err).replace("allow_other_data=True", "a new run without --resume")
+        raise UsageError(f"--resume: {message}") from None
+    saved = {
+        "--num-samples": checkpoint.num_draws + checkpoint.num_samples_left,
+        "--num-chains": checkpoint.num_chains,
+        "--thin": checkpoint.thin,
+    }
+    given = {"--num-samples": args.num_samples, "--num-chains": args.num_chains,
+             "--thin": args.thin}  # fmt: skip
+    same_key = np.array_equal(
+        jax.random.key_data(checkpoint.key), jax.random.key_data(jax.random.key(args.seed))
+    )
+    wrong = [f"{k} {given[k]} (the run used {v})" for k, v in saved.items() if given[k] != v]
+    if not same_key:
+        wrong.append(f"--seed {args.seed} (not the run's)")
+    if wrong:
+        raise UsageError(f"--resume: give the options of the saved run: {', '.join(wrong)}")
+    if checkpoint.num_samples_left == 0:
+        raise UsageError(
+            f"--resume: the run saved at {path} had made all its draws; rerun without --resume "
+            "to write them again"
+        )
+    return resume(checkpoint, progress_bar=not args.no_progress, checkpoint_path=path)
 
 
 def build_parser(models: dict[str, ModelCommands]) -> CliParser:
@@ -132,4 +211,5 @@ def build_parser(models: dict[str, ModelCommands]) -> CliParser:
         )
         module.add_fit_arguments(sub)
         add_sampling_arguments(sub)
+        add_checkpoint_arguments(sub)
     return parser

@@ -10,6 +10,8 @@ import numpy as np
 
 from bnpjax.cli.output import UsageError, save_figure, write_idata
 
+#: a variational fit: ``--checkpoint`` and ``--resume`` are refused
+CHECKPOINTS = False
 DEMO_HELP = "weighted MMSB (CVB0) on a planted count network"
 FIT_HELP = "weighted MMSB by CVB0 on an edge list (source target [count]); --num-samples = passes"
 DEMO_DEFAULTS = (150, 0, 1)

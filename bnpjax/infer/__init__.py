@@ -46,6 +46,7 @@ __all__ = [
     "ConvergenceWarning",
     "FitResult",
     "IBPGibbs",
+    "KernelBlock",
     "NonFiniteStateError",
     "NumPyroKernel",
     "SamplingAlgorithm",
@@ -87,4 +88,8 @@ def __getattr__(name):
         from bnpjax.infer import ibp_gibbs
 
         return ibp_gibbs.IBPGibbs
+    if name == "KernelBlock":
+        from bnpjax.infer import kernel_block
+
+        return kernel_block.KernelBlock
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -300,7 +300,8 @@ def check_real_array(value, name: str, *, finite: bool = True, ndim=None) -> np.
     if finite and bad.any():
         where = tuple(int(i[0]) for i in np.nonzero(bad))
         raise ValueError(
-            f"{name} contains NaN or infinite values (first at index {where}: {array[where]})"
+            f"{name} contains NaN or infinite values (first at index {where}: {array[where]}); "
+            "drop or impute them (where a model takes a mask, mark missing entries in it)"
         )
     check_dtype_range(array, name)
     return array

@@ -53,6 +53,8 @@ from bnpjax.infer.checkpoint import (
 from bnpjax.infer.checks import check_integer
 from bnpjax.infer.diagnostics import check_convergence as _check_convergence
 from bnpjax.infer.guard import finite_flags, locate_nonfinite
+from bnpjax.infer.keys import chain_keys as _chain_keys
+from bnpjax.infer.keys import seed_of as _seed_of
 from bnpjax.infer.programs import (
     _compiled,
     _KernelFunctions,
@@ -61,7 +63,14 @@ from bnpjax.infer.programs import (
     clear_compile_cache,
     compile_count,
 )
-from bnpjax.infer.sharding import CHAIN_AXIS, Placement, place, resolve_devices, shardings
+from bnpjax.infer.sharding import (
+    Placement,
+    chain_shardings,
+    place,
+    place_chains,
+    resolve_devices,
+    to_host,
+)
 
 __all__ = ["SamplingResult", "clear_compile_cache", "compile_count", "resume", "run", "sample"]
 
@@ -194,41 +203,6 @@ def _kernel_functions(algorithm: SamplingAlgorithm) -> _KernelFunctions:
     )
 
 
-def _check_key(key) -> jax.Array:
-    """``key`` as a JAX array if it is one PRNG key: a typed key (``jax.random.key``, shape
-    ()) or a legacy ``jax.random.PRNGKey`` (uint32, shape (2,)); else ``ValueError``."""
-    try:
-        key = key if isinstance(key, jax.Array) else jnp.asarray(key)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"key must be a jax.random.key or jax.random.PRNGKey, got {type(key).__name__}"
-        ) from None
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if key.shape != ():
-            raise ValueError(f"key must be a single jax.random.key, got shape {key.shape}")
-        return key
-    if key.dtype != jnp.uint32 or key.shape != (2,):
-        raise ValueError(
-            "key must be a jax.random.key or a uint32 jax.random.PRNGKey of shape (2,), got "
-            f"an array of dtype {key.dtype} and shape {key.shape}"
-        )
-    return key
-
-
-def _chain_keys(key, num_chains: int):
-    key = _check_key(key)
-    chain_keys = jax.random.split(key, num_chains)
-    pairs = jax.vmap(jax.random.split)(chain_keys)
-    return pairs[:, 0], pairs[:, 1]
-
-
-def _seed_of(key) -> list[int]:
-    """The raw key words, for the record (typed keys and legacy uint32 pairs alike)."""
-    key = jnp.asarray(key)
-    raw = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-    return np.asarray(raw).ravel().tolist()
-
-
 def _grow(algorithm: SamplingAlgorithm, states, needed: int):
     growth = algorithm.growth
     if growth is None:
@@ -242,14 +216,6 @@ def _grow(algorithm: SamplingAlgorithm, states, needed: int):
         raise RuntimeError(f"resize({new_capacity}) returned capacity {grown.capacity}")
     states = jax.vmap(lambda s: growth.grow_state(s, new_capacity))(states)
     return grown, states
-
-
-def _place_chains(states, placement: Placement):
-    return place(states, placement, (CHAIN_AXIS,))
-
-
-def _chain_shardings(states, placement: Placement):
-    return shardings(states, placement, (CHAIN_AXIS,))
 
 
 def _run_phase(
@@ -284,10 +250,10 @@ def _run_phase(
             fns = _kernel_functions(algorithm)
             out_shardings = None
             if placement is not None:
-                fns, start_state = place(fns, placement), _place_chains(start_state, placement)
+                fns, start_state = place(fns, placement), place_chains(start_state, placement)
                 rep = placement.replicated
                 kept = placement.draws if not program_warmup else None
-                out_shardings = (_chain_shardings(start_state, placement), kept, rep, rep, rep)
+                out_shardings = (chain_shardings(start_state, placement), kept, rep, rep, rep)
             dynamic, static = _partition(fns)
             args = (
                 dynamic,
@@ -308,7 +274,7 @@ def _run_phase(
             new_states, kept, exceeded, needed, finite = program(*args)
             exceeded = bool(exceeded)
             if not warmup:
-                kept = jax.device_get(kept)
+                kept = to_host(kept)
             phase = "warmup_s" if warmup else "sampling_s"
             timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - t0
             if not exceeded:
@@ -425,13 +391,18 @@ def run(
             )
 
     placement = resolve_devices(devices, num_chains)
+    if placement is not None and checkpoint_path is not None and jax.process_count() > 1:
+        raise ValueError(
+            "checkpoint_path: checkpoints of a run over several processes are not supported; "
+            "checkpoint a run within one process"
+        )
 
     timings: dict[str, float] = {}
     counters = {"resizes": 0}
     init_keys, run_keys = _chain_keys(key, num_chains)
     init_fns, out_shardings = _kernel_functions(algorithm), None
     if placement is not None:
-        init_keys, run_keys = _place_chains((init_keys, run_keys), placement)
+        init_keys, run_keys = place_chains((init_keys, run_keys), placement)
         init_fns = place(init_fns, placement)
 
     if initial_state is None:
@@ -439,7 +410,7 @@ def run(
         args = (dynamic, init_keys)
         if placement is not None:
             shapes = jax.eval_shape(_make_init(static), dynamic, init_keys)
-            out_shardings = _chain_shardings(shapes, placement)
+            out_shardings = chain_shardings(shapes, placement)
         program = _compiled(
             "init", _make_init(static), (static,), args, timings, out_shardings=out_shardings
         )

@@ -32,8 +32,8 @@ such step issues a ``RuntimeWarning`` from inside the compiled loop, and
 or use :func:`bnpjax.infer.sample`, whose driver grows the buffer and re-runs the chunk, for
 models whose number of features is not known in advance.
 
-The kernel cannot be a block of ``numpyro.infer.Gibbs`` / ``HMCGibbs``: it is bound to its
-data when built and is not conditioned on other sites (``refresh`` is not implemented).
+To run a kernel as one block of ``numpyro.infer.Gibbs`` (conditioned on other blocks' sites
+through ``refresh``) use :class:`bnpjax.infer.KernelBlock` instead.
 """
 
 from __future__ import annotations
@@ -75,6 +75,21 @@ def warn_if_any(flag, message: str) -> None:
     (NumPyro's loop cannot grow a buffer, so a step that needed more room is said, not hidden)."""
     if np.any(np.asarray(flag)):
         warnings.warn(message, RuntimeWarning, stacklevel=1)
+
+
+def kernel_step(algorithm: SamplingAlgorithm, run_key, sampler_state, i, num_warmup):
+    """Step ``i`` of a chain as the driver takes it (key ``fold_in(run_key, i)``, the
+    kernel's ``warmup_step`` while ``i < num_warmup``): ``(state, info, needed_more_room)``."""
+    key = jax.random.fold_in(run_key, i)
+    if algorithm.warmup_step is None:
+        new, info = algorithm.step(key, sampler_state)
+    else:
+        new, info = lax.cond(
+            i < num_warmup, algorithm.warmup_step, algorithm.step, key, sampler_state
+        )
+    exceeded = getattr(info, CAPACITY_FIELDS[0], None)
+    exceeded = jnp.zeros((), bool) if exceeded is None else jnp.any(exceeded)
+    return new, info, exceeded
 
 
 _CAPACITY_MESSAGE = (
@@ -195,26 +210,11 @@ class NumPyroKernel(_mcmc_kernel_base()):
         )
 
     def _sample_one(self, state):
-        key = jax.random.fold_in(state.rng_key, state.i)
-        algorithm = self.algorithm
-        if algorithm.warmup_step is None:
-            new_state, info = algorithm.step(key, state.sampler_state)
-        else:
-            new_state, info = lax.cond(
-                state.i < state.num_warmup,
-                algorithm.warmup_step,
-                algorithm.step,
-                key,
-                state.sampler_state,
-            )
-        exceeded = getattr(info, CAPACITY_FIELDS[0], None)
-        exceeded = jnp.zeros((), bool) if exceeded is None else jnp.any(exceeded)
-        jax.debug.callback(
-            functools.partial(warn_if_any, message=_CAPACITY_MESSAGE),
-            exceeded & ~state.capacity_exceeded,
+        new_state, info, exceeded = kernel_step(
+            self.algorithm, state.rng_key, state.sampler_state, state.i, state.num_warmup
         )
         trace = self._trace_fn(new_state, info)
-        return self._pack(
+        new = self._pack(
             state.i + 1,
             state.num_warmup,
             new_state,
@@ -222,6 +222,7 @@ class NumPyroKernel(_mcmc_kernel_base()):
             trace,
             state.capacity_exceeded | exceeded,
         )
+        return new, exceeded & ~state.capacity_exceeded
 
     # ---------------------------------------------------------------------------------------
     # MCMCKernel
@@ -243,8 +244,20 @@ class NumPyroKernel(_mcmc_kernel_base()):
 
     def sample(self, state, model_args, model_kwargs):
         if jnp.ndim(state.i) > 0:
-            return jax.vmap(self._sample_one)(state)
-        return self._sample_one(state)
+            new, fresh = jax.vmap(self._sample_one)(state)
+            fresh = jnp.any(fresh)
+        else:
+            new, fresh = self._sample_one(state)
+        # a host call only on the step that first needs more room: a callback on every step
+        # (and, under vmap, one per chain) cost more than the kernel on small problems
+        lax.cond(
+            fresh,
+            lambda: jax.debug.callback(
+                functools.partial(warn_if_any, message=_CAPACITY_MESSAGE), fresh
+            ),
+            lambda: None,
+        )
+        return new
 
 
 def mcmc_to_inference_data(mcmc) -> Any:

@@ -123,8 +123,16 @@ def _compiled(
         timings["compile_s"] = timings.get("compile_s", 0.0) + time.perf_counter() - start
         _COMPILE_COUNT += 1
         _COMPILED[key] = program
+        evicted = False
         while len(_COMPILED) > MAX_COMPILED_PROGRAMS:
             _COMPILED.popitem(last=False)
+            evicted = True
+        if evicted:
+            # JAX's own tracing caches keep the jaxprs of every shape ever traced (about
+            # 14 MB per evicted linear-regression program) and would grow without bound in a
+            # long-lived process; the programs kept here are compiled ahead of time and do
+            # not need them
+            jax.clear_caches()
     else:
         _COMPILED.move_to_end(key)
     return program

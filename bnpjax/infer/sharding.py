@@ -9,7 +9,8 @@ a sequence of devices
     the same, over these devices.
 a :class:`jax.sharding.Mesh` with axes named ``"chain"`` and/or ``"data"``
     chains along ``"chain"`` and the data along ``"data"``: every array a model declares
-    row-parallel (its ``Data`` and ``State`` types' ``sharded_axes``: field name -> axis) is
+    row-parallel (``sharded_axes`` of its ``Data`` and ``State`` types: pairs of a field name
+    and the axis that indexes rows) is
     split along that axis, everything else is replicated. Build one with :func:`make_mesh`.
 
 How it runs. The driver places the kernel's data, the chain keys and the chain states on the
@@ -208,8 +209,45 @@ def _is_declared(node) -> bool:
 def place(tree: Any, placement: Placement, lead: tuple = ()):
     """``tree``'s arrays moved to their :func:`shardings` (non-array leaves unchanged)."""
     return jax.tree_util.tree_map(
-        lambda x, s: x if s is None else jax.device_put(x, s),
+        lambda x, s: x if s is None else _put(x, s),
         tree,
         shardings(tree, placement, lead),
         is_leaf=lambda x: x is None,
     )
+
+
+def _put(x, sharding: NamedSharding):
+    """``x`` laid out as ``sharding``. A mesh over several processes (``jax.distributed``)
+    holds devices this process cannot address: every process then holds the same host value
+    (same key, same data) and contributes the pieces of its own devices."""
+    if sharding.is_fully_addressable or (isinstance(x, jax.Array) and not x.is_fully_addressable):
+        return jax.device_put(x, sharding)
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        raw = _put(jax.random.key_data(x), sharding)
+        return jax.random.wrap_key_data(raw, impl=jax.random.key_impl(x))
+    host = np.asarray(x)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def place_chains(states: Any, placement: Placement):
+    """Chain states (leading chain axis) on the mesh."""
+    return place(states, placement, (CHAIN_AXIS,))
+
+
+def chain_shardings(states: Any, placement: Placement):
+    """The shardings :func:`place_chains` gives ``states`` (the pinned output shardings)."""
+    return shardings(states, placement, (CHAIN_AXIS,))
+
+
+def to_host(tree):
+    """``tree``'s arrays as NumPy arrays on this host, gathered from every process where a
+    mesh spans several (each process gets the whole)."""
+
+    def get(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            from jax.experimental import multihost_utils
+
+            return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+        return jax.device_get(x)
+
+    return jax.tree_util.tree_map(get, tree)

@@ -1,23 +1,28 @@
-"""Geweke cases of both samplers of the linear-Gaussian IBP model (every hyperparameter
-sampled), and their broken twins: the same sweep of ``Z``, draw of ``A`` and hyperparameter
-updates, except ``alpha | Z`` drawn from Gamma(a + K+, rate b + N): the harmonic number ``H_N``
-of the IBP's rate written as ``N``."""
+"""Geweke cases of the samplers of the linear-Gaussian IBP model (every hyperparameter
+sampled), and their broken twins. The two Gibbs samplers' twins: the same sweep of ``Z``, draw
+of ``A`` and hyperparameter updates, except ``alpha | Z`` drawn from Gamma(a + K+, rate b + N):
+the harmonic number ``H_N`` of the IBP's rate written as ``N``. The split-merge sampler's twin:
+its moves accepted without the proposal's probabilities (the sequential allocation treated as
+a symmetric proposal)."""
 
 import importlib
+import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from bnpjax.infer import bind
 from bnpjax.models import ibp_lg
-from bnpjax.models.ibp_lg import geweke
+from bnpjax.models.ibp_lg import _kernel, geweke
 from bnpjax.models.ibp_lg.conditionals import _info, hyper_updates, sample_A
 from bnpjax.testing import GewekeCase
 
 # the algorithm modules (the package's attributes of the same names are the factories)
 _collapsed = importlib.import_module("bnpjax.models.ibp_lg.collapsed_gibbs")
 _parallel = importlib.import_module("bnpjax.models.ibp_lg.parallel_gibbs")
+_split_merge = importlib.import_module("bnpjax.models.ibp_lg.split_merge")
 
 ROWS, DIMS = 6, 3
 SETTINGS = {"capacity": 40, "kappa": 8}
@@ -79,6 +84,26 @@ def _broken(factory, step):
     return build
 
 
+def _broken_split_merge(data, hyper=None, **settings):
+    flags = {"sample_alpha": True, "sample_sigma_a": True, "sample_sigma_x": True}
+    algorithm = ibp_lg.split_merge(data, hyper, num_moves=SPLIT_MERGE_MOVES, **settings)
+    step_fn = bind(
+        _kernel._step,
+        data,
+        hyper,
+        step_fn=_split_merge._Step(SPLIT_MERGE_MOVES, proposal_term=False),
+        kappa=settings["kappa"],
+        flags=tuple(sorted(flags.items())),
+    )
+    return algorithm._replace(step=step_fn)
+
+
+def _split_merge_factory(data, hyper=None, **settings):
+    return ibp_lg.split_merge(data, hyper, num_moves=SPLIT_MERGE_MOVES, **settings)
+
+
+SPLIT_MERGE_MOVES = 4
+
 CASES = [
     GewekeCase(
         name=f"ibp_lg.{name}",
@@ -97,3 +122,29 @@ CASES = [
         ("parallel_gibbs", ibp_lg.parallel_gibbs, _broken_parallel_step),
     )
 ]
+CASES.append(
+    GewekeCase(
+        name="ibp_lg.split_merge",
+        module=geweke,
+        factory=_split_merge_factory,
+        data=BASE,
+        hyper=HYPER,
+        settings=SETTINGS,
+        statistics=statistics,
+        broken_factory=_broken_split_merge,
+        num_successive=6000,
+        seed=5,
+    )
+)
+
+# the split-merge row costs a collapsed sweep plus the moves per step (about 100 s per
+# simulator on 2 CPU cores): it runs with BNPJAX_LONG_TESTS=1; the move itself is checked
+# against the exact law of an enumerable buffer in tests/models/test_ibp_lg_split_merge.py
+MARKS = {
+    "ibp_lg.split_merge": (
+        pytest.mark.skipif(
+            os.environ.get("BNPJAX_LONG_TESTS") != "1",
+            reason="about 100 s per simulator; set BNPJAX_LONG_TESTS=1 to run it",
+        ),
+    )
+}

@@ -11,7 +11,7 @@ import bnpjax
 from bnpjax.datasets import bars
 from bnpjax.infer import make_mesh
 from bnpjax.infer.driver import run
-from bnpjax.models import fm, ibp_lg, linear_regression
+from bnpjax.models import fm, ibp_lg, linear_regression, m3f
 
 DISCRETE = ("Z", "num_features")
 
@@ -81,6 +81,14 @@ def main():
     one = run(kernel, key, 6, num_chains=2, devices=one_device, **kw)
     many = run(kernel, key, 6, num_chains=2, devices=make_mesh(1, 4), **kw)
     out["fm_rows"] = compare(one, many)
+
+    # Gibbs M3F with its ratings (and their augmentation) split
+    users, items = np.divmod(rng.choice(120, 80, replace=False), 10)
+    data = m3f.make_data(users, items, rng.integers(1, 4, 80), 12, 10, 3)
+    kernel = m3f.gibbs(data, rank=2)
+    one = run(kernel, key, 6, num_chains=2, devices=one_device, **kw)
+    many = run(kernel, key, 6, num_chains=2, devices=make_mesh(2, 2), **kw)
+    out["m3f_ratings"] = compare(one, many) | {"layout": layout(many)}
     # a sharded run checkpointed, then resumed over the devices: the whole chain comes back
     kernel = ibp_lg.collapsed_gibbs(ibp_lg.make_data(X), capacity=4)
     path = sys.argv[1]

@@ -233,3 +233,30 @@ def test_fm_regressor_takes_scikit_learn_random_states_and_numpy_integers():
         model = FMRegressor(rank=2, random_state=random_state)
         model.fit(X, Y, n_iter=np.int64(3), n_kept_samples=np.int32(2))
         assert model.samples_["w"].shape == (2, 3)
+
+
+# ---- vague messages made actionable: each says what to do ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "advice"),
+    [
+        (
+            lambda: lr.make_data(X, np.where(np.arange(8) == 2, np.nan, Y)),
+            r"mask=np\.isfinite\(y\)",
+        ),
+        (lambda: lr.make_data(X, Y, np.ones(8, int)), r"got int64 of shape \(8,\) \(True where"),
+        (lambda: lr.make_data(np.where(X > 1, np.nan, X), Y), "drop or impute them"),
+        (lambda: lr.make_hyper(2, precision=[[1, 2], [2, 1]]), "smallest eigenvalue is -1"),
+        (lambda: ibp_lg.make_data(X, np.ones(X.shape, int)), r"e\.g\. np\.isfinite\(X\)"),
+        (lambda: ibp_lg.make_data(X, np.zeros(X.shape, bool)), "drop those rows"),
+        (lambda: ilfm.make_data(2 * LINKS), r"got 2\.0; .*threshold weighted links"),
+        (
+            lambda: fm.make_data(X, np.arange(8) % 3, likelihood="probit"),
+            r"got \[0\.0, 1\.0, 2\.0\]",
+        ),
+    ],
+)
+def test_messages_say_what_to_do(call, advice):
+    with pytest.raises(ValueError, match=advice):
+        call()

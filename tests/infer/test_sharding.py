@@ -53,6 +53,7 @@ def test_chains_that_do_not_divide_the_devices_use_a_divisor(four_devices):
 def test_rows_split_over_devices(four_devices):
     assert four_devices["ibp_rows"]["layout"] == "P('chain', 'data')"
     assert "fm_rows" in four_devices
+    assert four_devices["m3f_ratings"]["layout"].startswith("P('chain'")
 
 
 def test_a_sharded_run_resumes_from_its_checkpoint(four_devices):
@@ -83,3 +84,43 @@ def test_make_mesh_checks_its_sizes():
         make_mesh(0)
     with pytest.raises(ValueError, match="mesh needs"):
         make_mesh(jax.device_count() + 1)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_fit_one_fm_together(tmp_path):
+    """jax.distributed over localhost with CPU collectives: two processes run the chains of
+    one FM fit, one chain each, and get the one-process draws (to rounding)."""
+    worker = pathlib.Path(__file__).with_name("processes_worker.py")
+    port, out = str(_free_port()), tmp_path / "two.npz"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(worker), str(i), "2", port, str(out)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    errors = [p.communicate(timeout=600)[1] for p in procs]
+    if any(p.returncode for p in procs):
+        if any("gloo" in e.lower() and "not" in e.lower() for e in errors):
+            pytest.skip(f"this platform lacks JAX's gloo CPU collectives: {errors[0][-300:]}")
+        raise AssertionError(errors[0][-3000:] + errors[1][-3000:])
+    single = tmp_path / "one.npz"
+    done = subprocess.run(
+        [sys.executable, str(worker), "0", "1", "0", str(single)], env=env, capture_output=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    two, one = np.load(out), np.load(single)
+    assert sorted(two.files) == sorted(one.files)
+    for name in one.files:
+        np.testing.assert_allclose(two[name], one[name], rtol=1e-4, atol=1e-4, err_msg=name)

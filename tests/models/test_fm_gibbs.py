@@ -88,13 +88,15 @@ def test_bad_settings_are_rejected_naming_the_argument():
     with pytest.raises(ValueError, match="group_shapes must be a sequence of integers"):
         fm.make_data(X, y, group_shapes=[2.5, 2.5])  # int() would truncate to [2, 2]
     # the kernel re-checks data.y against its likelihood (data built for "gaussian")
-    data = fm.make_data(X, y + 0.5)
+    with pytest.raises(ValueError, match="make_data\\(X, y, likelihood='probit'\\)"):
+        fm.gibbs(fm.make_data(X, y), likelihood="probit")  # standardised targets
+    data = fm.make_data(X, y + 0.5, standardize=False)
     with pytest.raises(ValueError, match=r"data\.y must hold class labels 0 and 1"):
         fm.gibbs(data, likelihood="probit")
     with pytest.raises(ValueError, match=r"data\.y must hold ordinal levels"):
         fm.gibbs(data, likelihood="ordinal")
     # labels are 0..num_levels-1: the top label 9 needs num_levels >= 10
-    data = fm.make_data(X, y)
+    data = fm.make_data(X, y, likelihood="ordinal")
     with pytest.raises(ValueError, match="num_levels = 9"):
         fm.gibbs(data, likelihood="ordinal", num_levels=9)
     assert fm.gibbs(data, likelihood="ordinal", num_levels=10).spec.settings["num_levels"] == 10

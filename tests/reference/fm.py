@@ -56,8 +56,12 @@ RUN = dict(num_samples=4, num_warmup=2, num_chains=3, progress_bar=False)
 
 def _case(likelihood, rank):
     def build():
-        data = fm.make_data(
-            small_design(), targets(likelihood), likelihood=likelihood, group_shapes=[4, 5]
+        data = fm.make_data(  # as recorded: targets in their own units
+            small_design(),
+            targets(likelihood),
+            likelihood=likelihood,
+            group_shapes=[4, 5],
+            standardize=False,
         )
         algorithm = fm.gibbs(
             data, fm.make_hyper(**hyper_values()), rank=rank, likelihood=likelihood
@@ -70,7 +74,11 @@ def _case(likelihood, rank):
 def _relation_case():
     X, users, block = relation_design()
     data = fm.make_data(
-        X, targets("gaussian"), group_shapes=[3, 7], X_rel=[fm.RelationBlock(users, block)]
+        X,
+        targets("gaussian"),
+        group_shapes=[3, 7],
+        X_rel=[fm.RelationBlock(users, block)],
+        standardize=False,
     )
     algorithm = fm.gibbs(data, fm.make_hyper(**hyper_values()), rank=2)
     return algorithm, dict(key=jax.random.key(3), **RUN)

@@ -22,7 +22,7 @@ def _data():
     mask = rng.uniform(size=X.shape) > 0.15
     mask[:, 0] = True
     X[~mask] = np.nan
-    return ibp_lg.make_data(X, mask)
+    return ibp_lg.make_data(X, mask, standardize=False)  # as recorded: the data's own units
 
 
 def _case(factory):

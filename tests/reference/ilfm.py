@@ -19,8 +19,11 @@ def _tiny(seed, N=6, R=2):
 
 def _global():
     Y, rng = _tiny(0)
-    data = ilfm.make_data(
-        Y, covariates=rng.normal(size=(6, 6)), entity_covariates=rng.normal(size=6)
+    data = ilfm.make_data(  # as recorded: covariates in their own units
+        Y,
+        covariates=rng.normal(size=(6, 6)),
+        entity_covariates=rng.normal(size=6),
+        standardize=False,
     )
     hyper = ilfm.make_hyper(alpha_prior=(2.0, 1.0), sigma_w=1.0, sigma_s=2.0)
     return ilfm.gibbs(data, hyper, capacity=6, num_leapfrog=3, num_init_features=3), RUN

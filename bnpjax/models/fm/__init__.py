@@ -36,6 +36,7 @@ from bnpjax.models.fm.data import (
 from bnpjax.models.fm.estimators import FMClassifier, FMOrdinal, FMRegressor
 from bnpjax.models.fm.geweke import data_sample, prior_sample, refresh
 from bnpjax.models.fm.gibbs import build_step, gibbs, init
+from bnpjax.models.fm.gibbs_block import gibbs_block
 from bnpjax.models.fm.layout import (
     FMBlock,
     FMChunks,
@@ -68,6 +69,7 @@ __all__ = [
     "colour_features",
     "data_sample",
     "gibbs",
+    "gibbs_block",
     "init",
     "log_likelihood",
     "make_data",

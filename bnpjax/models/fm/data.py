@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.checks import check_dtype_range, check_positive, check_real_array
+from bnpjax.infer.scaling import location_scale
 from bnpjax.models.fm.layout import (
     FMBlock,
     FMRelation,
@@ -42,17 +43,21 @@ LIKELIHOODS = ("gaussian", "probit", "ordinal")
 class FMData(NamedTuple):
     """The design as colour blocks, the targets ``y`` (n,) and ``group`` (p,) per feature.
     For ``"probit"`` ``y`` holds 0/1, for ``"ordinal"`` the level ``0..L-1`` (as floats).
-    ``relations``: the relation blocks; their features follow the columns of ``X``."""
+    ``relations``: the relation blocks; their features follow the columns of ``X``.
+    ``y_loc``, ``y_scale``: the standardisation of gaussian targets (``y`` holds
+    ``(targets - y_loc) / y_scale``; 0 and 1 otherwise)."""
 
     blocks: tuple[FMBlock, ...]
     y: jax.Array
     group: jax.Array
     group_sizes: jax.Array  # (G,) features per group
     relations: tuple[FMRelation, ...] = ()
+    y_loc: jax.Array | float = 0.0  # gaussian: y is (targets - y_loc) / y_scale
+    y_scale: jax.Array | float = 1.0
 
     #: the targets split by row over devices (:mod:`bnpjax.infer.sharding`); the colour blocks
     #: stay whole, since a feature's entries are gathered from every row
-    sharded_axes = {"y": 0}
+    sharded_axes = (("y", 0),)
 
 
 class FMHyper(NamedTuple):
@@ -178,7 +183,11 @@ def check_targets(
     if y.ndim != 1 or y.shape[0] != num_rows:
         raise ValueError(f"{name} must have shape ({num_rows},) to match X, got {y.shape}")
     if likelihood == "probit" and not np.all((y == 0) | (y == 1)):
-        raise ValueError(f"{name} must hold class labels 0 and 1 for the probit classifier")
+        labels = np.unique(y)[:5].tolist()
+        raise ValueError(
+            f"{name} must hold class labels 0 and 1 for the probit classifier, got {labels}; "
+            "map the two classes to 0 and 1"
+        )
     if likelihood == "ordinal":
         if not np.all(y == np.round(y)) or y.min() < 0:
             raise ValueError(f"{name} must hold ordinal levels 0, 1, ..., L-1 (integers)")
@@ -191,8 +200,21 @@ def check_targets(
     return y
 
 
-def make_data(X, y, *, likelihood: str = "gaussian", group_shapes=None, X_rel=()) -> FMData:
+def make_data(
+    X, y, *, likelihood: str = "gaussian", group_shapes=None, X_rel=(), standardize: bool = True
+) -> FMData:
     """Validate a design and its targets and lay the design out for the sampler.
+
+    Gaussian targets are standardised once, on the host in float64: ``y`` is stored as
+    ``(y - mean) / sd`` (``y_loc``, ``y_scale``). The sampler runs on the unit scale, where
+    myFM's default priors (the intercept's ``N(0, 1 / reg_0)``, the ``InvGamma(alpha_0 / 2,
+    beta_0 / 2)`` variances) and the start ``V ~ N(0, init_scale^2)`` fit any data, and
+    traces its draws back in the targets' units: ``b`` as ``y_loc + y_scale b``, ``w`` and
+    ``mu_w`` times ``y_scale``, ``V`` and ``mu_v`` times ``sqrt(y_scale)``, the variances
+    ``noise_var``, ``var_w`` times ``y_scale^2`` and ``var_v`` times ``y_scale``, the
+    log-likelihood minus ``log y_scale`` per target. So multiplying or shifting ``y``
+    changes the predictions by the same transformation and leaves the standardised RMSE as
+    it was.
 
     Parameters
     ----------
@@ -209,6 +231,11 @@ def make_data(X, y, *, likelihood: str = "gaussian", group_shapes=None, X_rel=()
     X_rel : sequence of RelationBlock
         myFM's relation blocks ``RelationBlock(original_to_block, data)``; their columns follow
         those of ``X`` in the feature numbering.
+    standardize : bool
+        False stores gaussian targets as given (``y_loc = 0``, ``y_scale = 1``); then the
+        priors of :func:`make_hyper` are in the targets' units, and targets far from order 1
+        (for instance ratings shifted by 1e6) need priors to match. Ignored for the probit
+        and ordinal likelihoods, whose targets are labels.
 
     Returns
     -------
@@ -239,10 +266,15 @@ def make_data(X, y, *, likelihood: str = "gaussian", group_shapes=None, X_rel=()
             relation_design(block, n, offset=offset, position=position, num_features=num_features)
         )
         offset += width
+    loc, scale = (0.0, 1.0)
+    if likelihood == "gaussian" and standardize:
+        loc, scale = location_scale(y, "mean")
     return FMData(
         blocks=blocks,
-        y=jnp.asarray(y, dtype),
+        y=jnp.asarray((np.asarray(y, np.float64) - loc) / scale, dtype),
         group=jnp.asarray(group, jnp.int32),
         group_sizes=jnp.asarray(np.bincount(group, minlength=int(group.max(initial=0)) + 1), dtype),
         relations=tuple(relations),
+        y_loc=jnp.asarray(loc, dtype),
+        y_scale=jnp.asarray(scale, dtype),
     )

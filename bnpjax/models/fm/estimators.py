@@ -33,7 +33,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import ndtr
+from scipy.special import ndtr  # on the host, in float64
 
 from bnpjax.infer import run, to_inference_data
 from bnpjax.infer.checks import check_integer, key_from_random_state
@@ -146,8 +146,9 @@ class _BayesianFM:
                 # predictions from such draws would be silently wrong (NaN probabilities)
                 raise FloatingPointError(
                     f"the chain's {name} is non-finite from kept draw {int(np.argmin(finite))} "
-                    f"on ({values.dtype}); standardise the targets ((y - mean) / sd, and map the "
-                    "predictions back) or refit with another random_state"
+                    f"({values.dtype}); the targets are standardised before sampling, so their "
+                    "units are not the cause: look for extreme values in X (rescale its "
+                    "columns) or refit with another random_state"
                 )
         self.timings_ = dict(self.result_.timings)
         # one chain: ESS of lp, b, noise and the group hyperparameters (R-hat needs chains)
@@ -188,7 +189,7 @@ class _BayesianFM:
 
     def predict_latent(self, X, X_rel=(), chunk: int | None = None) -> np.ndarray:
         """``hat y`` of every kept sample on the rows of ``X`` (and relation blocks
-        ``X_rel``): (n_kept_samples, n). ``chunk`` draws are evaluated at once (default: as
+        ``X_rel``): (n_kept_samples, n), float64. ``chunk`` draws are evaluated at once (default: as
         many as keep the (draws, nnz, rank) intermediate near 64 MB, at most 32)."""
         self._check_fitted()
         rows, cols, values, shape = self._coo(X, "X")
@@ -203,12 +204,12 @@ class _BayesianFM:
             chunk = int(min(32, max(1, 2**26 // per_draw)))
         for start in range(0, s["w"].shape[0], chunk):
             part = slice(start, start + chunk)
-            out.append(
-                np.asarray(
-                    _predict_draws(rows, cols, values, shape[0], s["b"][part], s["w"][part],
-                                   s["V"][part], relations)
-                )
-            )  # fmt: skip
+            zero = jnp.zeros_like(s["b"][part])
+            # the intercept is added on the host in float64: targets far from 0 (1e6 + y)
+            # keep in the predictions what float32 keeps of them in the draws
+            rest = _predict_draws(rows, cols, values, shape[0], zero, s["w"][part],
+                                  s["V"][part], relations)  # fmt: skip
+            out.append(np.asarray(rest, np.float64) + np.asarray(s["b"][part], np.float64)[:, None])
         return np.concatenate(out)
 
     def to_inference_data(self):
@@ -231,7 +232,7 @@ class FMRegressor(_BayesianFM):
     likelihood = "gaussian"
 
     def predict(self, X, X_rel=()) -> np.ndarray:
-        """Posterior-mean prediction over the kept samples."""
+        """Posterior-mean prediction over the kept samples (float64)."""
         return self.predict_latent(X, X_rel).mean(axis=0)
 
     def _test_history(self, yhat, y_test):

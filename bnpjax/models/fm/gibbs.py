@@ -55,11 +55,12 @@ __all__ = ["build_step", "gibbs", "init"]
 
 def _step(
     data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear,
-    joint_block=None, row_sums=None, intercept_block=None,
+    joint_block=None, row_sums=None, intercept_block=None, sample_noise=True,
 ):  # fmt: skip
     """One sweep (module docstring). ``joint_block``, ``row_sums`` and ``intercept_block``
     replace the colour draw, the relation block-row sums and the joint ``(b, mu_w)`` draw
-    (tests build broken twins with them)."""
+    (tests build broken twins with them). ``sample_noise=False`` keeps the state's noise
+    variance (a block of ``numpyro.infer.Gibbs`` whose noise another block samples)."""
     joint_block = joint_block or _joint_block
     n = data.y.shape[0]
     K = state.V.shape[1]
@@ -77,9 +78,11 @@ def _step(
     cutpoints, accepted = state.cutpoints, jnp.ones((), yhat.dtype)
     if likelihood == "gaussian":
         resid = data.y - yhat
-        noise_var = sample_inverse_gamma(
-            keys[7], hyper.alpha_0 / 2 + n / 2, hyper.beta_0 / 2 + 0.5 * resid @ resid
-        )
+        noise_var = state.noise_var
+        if sample_noise:
+            noise_var = sample_inverse_gamma(
+                keys[7], hyper.alpha_0 / 2 + n / 2, hyper.beta_0 / 2 + 0.5 * resid @ resid
+            )
         target = data.y
     else:
         if likelihood == "ordinal":
@@ -276,22 +279,44 @@ def _trace(data, hyper, test, state, info, *, likelihood, num_test, pointwise):
         "mu_v": state.mu_v,
         "var_v": state.var_v,
     }
+    pointwise_terms = info.log_likelihood
+    stats = {"lp": info.lp, "rmse": info.rmse}
     if likelihood == "gaussian":
         posterior["noise_var"] = state.noise_var
+        posterior, stats, pointwise_terms = _to_target_units(
+            data, posterior, stats, pointwise_terms
+        )
     if likelihood == "ordinal":
         posterior["cutpoints"] = state.cutpoints
-    stats = {"lp": info.lp, "rmse": info.rmse}
     if likelihood == "ordinal":
         stats["acceptance_rate"] = info.acceptance_rate
     if test is not None:
         rows, cols, values, relations = test
         stats["yhat_test"] = _predict_coo(
-            rows, cols, values, num_test, state.b, state.w, state.V, relations
-        )
+            rows, cols, values, num_test, posterior["b"], posterior["w"], posterior["V"],
+            relations,
+        )  # fmt: skip
     out = {"posterior": posterior, "sample_stats": stats}
     if pointwise:
-        out["log_likelihood"] = {"y": info.log_likelihood}
+        out["log_likelihood"] = {"y": pointwise_terms}
     return out
+
+
+def _to_target_units(data, posterior, stats, pointwise_terms):
+    """Draws of the standardised gaussian model (``make_data``) back in the targets' units:
+    ``y = y_loc + y_scale y'`` makes ``b = y_loc + y_scale b'``, ``w = y_scale w'``,
+    ``V = sqrt(y_scale) V'`` (an interaction is a product of two rows of ``V``) and the
+    variances of each by the square of its factor."""
+    loc, scale = data.y_loc, data.y_scale
+    root = jnp.sqrt(scale)
+    factor = {"w": scale, "mu_w": scale, "var_w": scale**2, "V": root, "mu_v": root,
+              "var_v": scale, "noise_var": scale**2}  # fmt: skip
+    posterior = {k: v * factor[k] if k in factor else v for k, v in posterior.items()}
+    posterior["b"] = loc + scale * posterior["b"]
+    log_scale = jnp.log(scale)
+    stats = dict(stats, lp=stats["lp"] - pointwise_terms.shape[0] * log_scale,
+                 rmse=stats["rmse"] * scale)  # fmt: skip
+    return posterior, stats, pointwise_terms - log_scale
 
 
 def _check_levels(data: FMData, likelihood: str, num_levels) -> int:
@@ -301,6 +326,13 @@ def _check_levels(data: FMData, likelihood: str, num_levels) -> int:
     ``num_levels`` must exceed the largest label: at or below it, the bincount of the labels
     would drop the higher levels."""
     y = concrete_or_none(data.y)
+    loc, scale = concrete_or_none(data.y_loc), concrete_or_none(data.y_scale)
+    standardised = loc is not None and scale is not None and (loc != 0 or scale != 1)
+    if likelihood != "gaussian" and standardised:
+        raise ValueError(
+            f"data holds standardised gaussian targets, not {likelihood} labels: build it with "
+            f"make_data(X, y, likelihood={likelihood!r})"
+        )
     if likelihood != "ordinal":
         if num_levels is not None:
             raise ValueError(
@@ -413,6 +445,7 @@ def gibbs(
     test=None,
     num_test: int = 0,
     pointwise_log_likelihood: bool = True,
+    sample_noise: bool = True,
 ) -> SamplingAlgorithm:
     r"""The BFM Gibbs sampler as a kernel for :func:`bnpjax.sample`.
 
@@ -446,6 +479,9 @@ def gibbs(
     pointwise_log_likelihood : bool
         trace the pointwise log-likelihood of the training targets (group
         ``log_likelihood``, variable ``y``, dim ``obs``), for ``az.loo``.
+    sample_noise : bool
+        gaussian likelihood: sample the noise variance (else it keeps the state's value, as
+        in :func:`gibbs_block`, where another block samples it).
 
     Returns
     -------
@@ -466,6 +502,8 @@ def gibbs(
     test_arrays, num_test = _check_test(test, num_test, data)
     fit_w0 = bool(fit_w0) and likelihood != "ordinal"
     static = dict(likelihood=likelihood, fit_w0=fit_w0, fit_linear=bool(fit_linear))
+    if not sample_noise:
+        static["sample_noise"] = False
     y = concrete_or_none(data.y)
     return SamplingAlgorithm(
         init=bind(
@@ -501,10 +539,17 @@ def gibbs(
                 "yhat_test": ["test_row"],
                 "y": ["obs"],
             },
-            observed_data={} if y is None else {"y": y},
+            observed_data={} if y is None else {"y": _observed_targets(data, y, likelihood)},
             settings={"rank": rank, "num_levels": num_levels, **static},
         ),
     )
+
+
+def _observed_targets(data, y, likelihood):
+    """The targets in their own units (``make_data`` standardises gaussian ones)."""
+    if likelihood != "gaussian":
+        return y
+    return np.asarray(y, np.float64) * float(data.y_scale) + float(data.y_loc)
 
 
 # BlackJAX's lower levels on the factory itself: the package re-exports the factory under

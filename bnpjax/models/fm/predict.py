@@ -166,6 +166,8 @@ def log_likelihood(
     num_features = posterior["w"].shape[-1]
     data = _check(data, "data", num_features)
     target = data if test is None else _check(test, "test", num_features)
+    # the draws are in the targets' units; make_data standardises gaussian targets
+    target = target._replace(y=target.y * target.y_scale + target.y_loc, y_loc=0.0, y_scale=1.0)
 
     one = bind(_log_likelihood_one, target, likelihood=likelihood)
     return np.asarray(map_draws(one, posterior, batch_size=batch_size))

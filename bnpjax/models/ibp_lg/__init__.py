@@ -6,7 +6,8 @@ r"""The linear-Gaussian latent feature model with an Indian buffet process prior
 (``mask`` False): they are imputed as part of the state, which keeps every conditional exact.
 Two exact samplers share the state :class:`IBPLGState`, kept in a feature buffer that the
 driver grows: :func:`collapsed_gibbs` (rows in sequence, ``A`` integrated out, rank-one
-updates) and :func:`parallel_gibbs` (every row at once given instantiated feature
+updates), :func:`split_merge` (the collapsed sweep after split-merge moves that split or join
+whole features) and :func:`parallel_gibbs` (every row at once given instantiated feature
 probabilities and weights).
 
 Usage: ``data = make_data(X, mask)``, ``bnpjax.sample(collapsed_gibbs(data,
@@ -19,6 +20,8 @@ Griffiths, T. L. & Ghahramani, Z. (2011). The Indian buffet process: an introduc
 review. *JMLR* 12, 1185-1224.
 Doshi-Velez, F. & Ghahramani, Z. (2009). Accelerated sampling for the Indian buffet process.
 *ICML*.
+Meeds, E., Ghahramani, Z., Neal, R. M. & Roweis, S. T. (2007). Modeling dyadic data with
+binary latent factors. *NIPS* 19.
 Zhang, M. M., Dubey, A. & Williamson, S. A. (2017). Parallel Markov chain Monte Carlo for the
 Indian buffet process. arXiv:1703.03457.
 """
@@ -39,8 +42,10 @@ from bnpjax.models.ibp_lg.data import (
     make_data,
     make_hyper,
 )
+from bnpjax.models.ibp_lg.gibbs_block import gibbs_block
 from bnpjax.models.ibp_lg.parallel_gibbs import parallel_gibbs
 from bnpjax.models.ibp_lg.predict import feature_means, log_likelihood, predict
+from bnpjax.models.ibp_lg.split_merge import split_merge
 
 __all__ = [
     "IBPLGData",
@@ -50,12 +55,14 @@ __all__ = [
     "collapsed_gibbs",
     "feature_means",
     "geweke",
+    "gibbs_block",
     "log_joint",
     "log_likelihood",
     "make_data",
     "make_hyper",
     "parallel_gibbs",
     "predict",
+    "split_merge",
 ]
 
 # Deprecated names, importable for one release (not in __all__): prior_sample, data_sample,

@@ -132,21 +132,23 @@ def _init(data, hyper, key, **settings):
 
 def _trace(data, hyper, state, info, *, trace_features, pointwise):
     del hyper
+    scale = data.scale  # draws back in the data's units (make_data standardises X)
     out = {
         "posterior": {
             "num_features": info.num_features,
             "alpha": state.alpha,
-            "sigma_x": state.sigma_x,
-            "sigma_a": state.sigma_a,
+            "sigma_x": state.sigma_x * scale,
+            "sigma_a": state.sigma_a * scale,
         },
         "sample_stats": {"lp": info.lp, "num_features": info.num_features},
     }
     if trace_features:
-        out["posterior"].update(Z=state.Z.astype(jnp.int8), A=state.A, active=state.Z.sum(0) > 0)
+        out["posterior"].update(
+            Z=state.Z.astype(jnp.int8), A=state.A * scale, active=state.Z.sum(0) > 0
+        )
     if pointwise:
-        out["log_likelihood"] = {
-            "X": entry_log_likelihood(data.X, data.observed, state.Z, state.A, state.sigma_x)
-        }
+        terms = entry_log_likelihood(data.X, data.observed, state.Z, state.A, state.sigma_x)
+        out["log_likelihood"] = {"X": terms - jnp.log(scale)}
     return out
 
 
@@ -160,7 +162,8 @@ def _spec(name, data, s: Settings) -> ArvizSpec:
     N, D = data.X.shape
     observed_data, coords = {}, {}
     if observed is not None:
-        observed_data = {"X": np.asarray(data.X).reshape(-1)[observed]}
+        X = np.asarray(data.X, np.float64) * float(data.scale) + float(data.loc)
+        observed_data = {"X": X.reshape(-1)[observed]}
         coords = {"obs": observed.tolist()}
     return ArvizSpec(
         name=f"ibp_lg.{name}",

@@ -22,8 +22,9 @@ def _check_data(data):
 def _as_test(test, data: IBPLGData) -> IBPLGData:
     """``test`` as IBPLGData: an IBPLGData, or a pair ``(X, mask)`` whose True entries are the
     held-out entries (rows without any are allowed)."""
-    if isinstance(test, IBPLGData):
-        X, mask = np.asarray(test.X), np.asarray(test.mask) > 0
+    if isinstance(test, IBPLGData):  # back to the data's units
+        X = np.asarray(test.X, np.float64) * float(test.scale) + float(test.loc)
+        mask = np.asarray(test.mask) > 0
     else:
         try:
             X, mask = test
@@ -37,8 +38,9 @@ def _as_test(test, data: IBPLGData) -> IBPLGData:
     if not np.all(np.isfinite(X[mask])):
         raise ValueError("test: X must be finite at the held-out entries")
     dtype = data.X.dtype
+    # in the units of the draws, relative to the training data's origin
     return IBPLGData(
-        jnp.asarray(np.where(mask, X, 0.0), dtype),
+        jnp.asarray(np.where(mask, X - float(data.loc), 0.0), dtype),
         jnp.asarray(mask, dtype),
         jnp.asarray(np.flatnonzero(mask), jnp.int32),
     )
@@ -54,7 +56,7 @@ def _arrays(draws, names):
 
 
 def predict(draws, data: IBPLGData, test=None, *, key=None) -> np.ndarray:
-    """Posterior predictions of held-out entries, one per posterior draw.
+    """Posterior predictions of held-out entries, one per posterior draw, in the data's units.
 
     Parameters
     ----------
@@ -85,8 +87,10 @@ def predict(draws, data: IBPLGData, test=None, *, key=None) -> np.ndarray:
         chain, draw = arrays["sigma_x"].shape[:2]
         arrays["index"] = np.arange(chain * draw).reshape(chain, draw)
 
+    loc = float(data.loc)
+
     def one(d):
-        mean = (d["Z"].astype(d["A"].dtype) @ d["A"]).reshape(-1)[observed]
+        mean = loc + (d["Z"].astype(d["A"].dtype) @ d["A"]).reshape(-1)[observed]
         if key is None:
             return mean
         noise = jax.random.normal(jax.random.fold_in(key, d["index"]), mean.shape, mean.dtype)
@@ -114,7 +118,10 @@ def log_likelihood(draws, data: IBPLGData, test=None) -> np.ndarray:
         Entries in row-major order.
     """
     _check_data(data)
-    target = data if test is None else _as_test(test, data)
+    if test is None:  # the observed entries, relative to the data's origin in its units
+        target = data._replace(X=data.X * data.scale)
+    else:
+        target = _as_test(test, data)
     arrays = _arrays(draws, ["Z", "A", "sigma_x"])
     return map_draws(
         lambda d: entry_log_likelihood(
@@ -158,4 +165,4 @@ def feature_means(draws, data: IBPLGData) -> np.ndarray:
 
         return jax.vmap(column, in_axes=(1, 1), out_axes=1)(X, mask)
 
-    return map_draws(one, arrays)
+    return map_draws(one, arrays) * float(data.scale)  # in the data's units

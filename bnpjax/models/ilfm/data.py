@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.checks import check_positive, check_real_array, renamed_arguments
+from bnpjax.infer.scaling import location_scale
 
 __all__ = ["ILFMData", "ILFMHyper", "ILFMInfo", "ILFMState", "make_data", "make_hyper"]
 
@@ -27,12 +28,17 @@ class ILFMData(NamedTuple):
     mask
         (R, N, N), 1.0 where observed (held-out, missing and, by default, diagonal entries 0).
     X
-        (C, N, N) pair covariates (C = 0 without).
+        (C, N, N) pair covariates (C = 0 without), each standardised by :func:`make_data`:
+        ``(x - X_loc[c]) / X_scale[c]``.
+    X_loc, X_scale
+        (C,) the standardisation of each covariate (None: none, as in data built by hand).
     """
 
     Y: jax.Array
     mask: jax.Array
     X: jax.Array
+    X_loc: jax.Array | None = None
+    X_scale: jax.Array | None = None
 
 
 class ILFMHyper(NamedTuple):
@@ -158,9 +164,24 @@ def _covariates(covariates, entity_covariates, N: int) -> np.ndarray:
 
 
 def make_data(
-    Y, mask=None, *, observe_diagonal: bool = False, covariates=None, entity_covariates=None
+    Y,
+    mask=None,
+    *,
+    observe_diagonal: bool = False,
+    covariates=None,
+    entity_covariates=None,
+    standardize: bool = True,
 ) -> ILFMData:
-    """Validate links and covariates.
+    """Validate links and covariates, and standardise the covariates.
+
+    Each covariate ``c`` (a pair covariate, or the sender or receiver term of an entity
+    covariate) is stored as ``(x - X_loc[c]) / X_scale[c]``, its mean and root mean square
+    deviation over the N x N pairs, computed on the host in float64. The sampler moves the
+    coefficients on that unit scale, where the prior ``N(0, sigma_beta^2)`` and the HMC step
+    size fit every covariate, and traces them back in the covariates' units:
+    ``beta = beta' / X_scale`` and ``bias = bias' - sum_c beta'_c X_loc[c] / X_scale[c]``.
+    So multiplying a covariate by ``k`` divides its coefficient by ``k``, and shifting it
+    moves only the relation bias.
 
     Parameters
     ----------
@@ -175,6 +196,8 @@ def make_data(
     entity_covariates
         (N, E): each column enters as a sender term ``A[i, e]`` and a receiver term
         ``A[j, e]`` of every pair (Miller et al.'s entity covariates).
+    standardize
+        False stores the covariates as given (then ``sigma_beta`` is in their units).
 
     Returns
     -------
@@ -201,8 +224,12 @@ def make_data(
             raise ValueError("mask must be boolean (True = observed)")
         observed &= np.broadcast_to(mask.astype(bool), Y.shape)
     values = Y[observed]
-    if not np.all((values == 0) | (values == 1)):
-        raise ValueError("Y must hold binary links (0 or 1) where observed")
+    bad = values[(values != 0) & (values != 1)]
+    if bad.size:
+        raise ValueError(
+            f"Y must hold binary links (0 or 1) where observed, got {float(bad[0])}; mark an "
+            "unobserved pair with NaN or in mask, and threshold weighted links (Y > 0)"
+        )
     if not observe_diagonal:
         N = Y.shape[1]
         observed[:, np.arange(N), np.arange(N)] = False
@@ -210,8 +237,23 @@ def make_data(
         raise ValueError("mask leaves no observed entry")
     dtype = jnp.result_type(float)
     X = _covariates(covariates, entity_covariates, Y.shape[1])
+    loc = scale = None
+    if standardize and X.shape[0]:
+        loc, scale = np.array([location_scale(channel, "mean") for channel in X]).T
+        X = (X - loc[:, None, None]) / scale[:, None, None]
+        loc, scale = jnp.asarray(loc, dtype), jnp.asarray(scale, dtype)
     return ILFMData(
         jnp.asarray(np.where(observed, np.nan_to_num(Y), 0.0), dtype),
         jnp.asarray(observed, dtype),
         jnp.asarray(X, dtype),
+        loc,
+        scale,
     )
+
+
+def covariates_in_units(data: ILFMData) -> jax.Array:
+    """The covariates ``(C, N, N)`` of ``data`` in their own units (undoing :func:`make_data`'s
+    standardisation), the units of traced coefficients."""
+    if data.X_scale is None:
+        return data.X
+    return data.X * data.X_scale[:, None, None] + data.X_loc[:, None, None]

@@ -24,7 +24,7 @@ from bnpjax.infer.arviz_adapter import pooled_draws
 from bnpjax.infer.base import bind
 from bnpjax.infer.checks import check_integer, renamed_arguments
 from bnpjax.infer.predictive import map_draws
-from bnpjax.models.ilfm.data import ILFMData
+from bnpjax.models.ilfm.data import ILFMData, covariates_in_units
 from bnpjax.models.ilfm.joint import LIKELIHOODS, _bernoulli, _logits, _offset
 
 __all__ = ["log_likelihood", "predict"]
@@ -131,7 +131,8 @@ def predict(
     batch_size = check_integer(batch_size, "batch_size")
     pooled = _pooled(draws, data)
     index = _entries(data, test)
-    fn = bind(_draw_probabilities, data.X, jnp.asarray(index), likelihood=likelihood)
+    X = covariates_in_units(data)  # the units of the traced coefficients
+    fn = bind(_draw_probabilities, X, jnp.asarray(index), likelihood=likelihood)
     total = pooled["F"].shape[0]
     batch_size = min(batch_size, total)
     mean = np.zeros(index.size, np.float64)
@@ -181,5 +182,6 @@ def log_likelihood(draws, data: ILFMData, test: ILFMData | None = None, *, likel
     if not isinstance(target, ILFMData):
         raise ValueError("test must come from bnpjax.models.ilfm.make_data")
     index = _entries(data, target)
-    fn = bind(_draw_log_likelihood, data.X, target.Y, jnp.asarray(index), likelihood=likelihood)
+    X = covariates_in_units(data)  # the units of the traced coefficients
+    fn = bind(_draw_log_likelihood, X, target.Y, jnp.asarray(index), likelihood=likelihood)
     return np.asarray(map_draws(fn, arrays))

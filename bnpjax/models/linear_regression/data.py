@@ -93,11 +93,18 @@ def make_data(X, y, mask=None) -> LinearRegressionData:
         mask = np.ones(y.shape, bool)
     mask = np.asarray(mask)
     if mask.shape != y.shape or mask.dtype != bool:
-        raise ValueError(f"mask must be a boolean array of shape {y.shape}")
+        raise ValueError(
+            f"mask must be a boolean array of shape {y.shape}, got {mask.dtype} of shape "
+            f"{mask.shape} (True where y is observed; e.g. np.isfinite(y))"
+        )
     if not mask.any():
         raise ValueError("mask must mark at least one observed entry of y")
-    if not np.all(np.isfinite(y[mask])):
-        raise ValueError("y must be finite where observed (NaN or inf found)")
+    bad = np.flatnonzero(mask & ~np.isfinite(y))
+    if bad.size:
+        raise ValueError(
+            f"y must be finite where observed ({y[bad[0]]} at index {bad[0]}); pass "
+            "mask=np.isfinite(y) to leave missing responses out"
+        )
     dtype = jnp.result_type(float)
     y_filled = np.where(mask, y, 0.0)
     return LinearRegressionData(
@@ -153,8 +160,12 @@ def make_hyper(
         raise ValueError("precision must be finite (NaN or inf found)")
     if not np.allclose(precision, precision.T):
         raise ValueError("precision must be symmetric positive definite (it is not symmetric)")
-    if np.any(np.linalg.eigvalsh(precision) <= 0):
-        raise ValueError("precision must be symmetric positive definite")
+    smallest = float(np.linalg.eigvalsh(precision).min())
+    if smallest <= 0:
+        raise ValueError(
+            f"precision must be symmetric positive definite (its smallest eigenvalue is "
+            f"{smallest:.3g}); a diagonal of positive prior precisions always is"
+        )
     if not (is_positive_finite(a) and is_positive_finite(b)):
         raise ValueError(f"a and b must be positive, got a={a}, b={b}")
     for name, value in (("mean", mean), ("precision", precision), ("a", a), ("b", b)):

@@ -19,6 +19,7 @@ import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
 from bnpjax.infer.checks import renamed_arguments
+from bnpjax.infer.scaling import location_scale
 from bnpjax.models.linear_regression.conditionals import (
     _conditional_pieces,
     _sample_gamma,
@@ -95,6 +96,44 @@ def _trace(data, state, info):
     }
 
 
+def _default_hyper(data: LinearRegressionData) -> LinearRegressionHyper:
+    """The default prior, scaled to the data: ``make_hyper(p, b=-log(0.9) s2)``, with ``s2``
+    the variance of the observed ``y`` (their mean square when they are all equal; ``b = 1``
+    for traced data).
+
+    ``tau ~ Gamma(1, b)`` makes the noise variance ``InvGamma(1, b)``, which puts 90% of its
+    mass below ``s2``: BART's calibration of the noise prior against the spread of ``y``
+    (Chipman, George & McCulloch 2010, sec. 2.2.4), here with ``a = 1``. Multiplying ``y`` by
+    ``c`` multiplies ``b`` by ``c^2``, and with ``beta | tau ~ N(0, (tau I)^-1)`` the posterior
+    of ``(beta, sigma)`` is then multiplied by ``c`` exactly: the fit does not depend on the
+    units of ``y``. A fixed ``b = 1`` put a prior noise variance near 1 whatever the units: ``y``
+    in millionths got a noise sd near 1 and coefficients shrunk to 0. Shifting ``y`` is
+    absorbed by an intercept column of ``X``, whose prior still centres it at 0 with sd
+    ``sigma``: centre ``y``, or give the intercept a small ``precision``, when its value is
+    large against the noise.
+
+    Parameters
+    ----------
+    data : LinearRegressionData
+
+    Returns
+    -------
+    LinearRegressionHyper
+
+    References
+    ----------
+    Chipman, H. A., George, E. I. and McCulloch, R. E. (2010). BART: Bayesian additive
+    regression trees. Annals of Applied Statistics 4(1), 266-298.
+    """
+    p = data.X.shape[1]
+    y = concrete_or_none(data.y)
+    observed = concrete_or_none(data.observed)
+    if y is None or observed is None:
+        return make_hyper(p)
+    values = np.asarray(y, np.float64)[observed]
+    return make_hyper(p, b=-np.log(0.9) * location_scale(values, "mean")[1] ** 2)
+
+
 @renamed_arguments(prior="hyper")
 def gibbs(
     data: LinearRegressionData,
@@ -109,8 +148,10 @@ def gibbs(
     data : LinearRegressionData
         From :func:`make_data`.
     hyper : LinearRegressionHyper, optional
-        From :func:`make_hyper` (default: zero mean, unit precision, ``a = b = 1``).
-        ``prior=`` is its deprecated name.
+        From :func:`make_hyper`. Default: zero mean, unit precision, ``a = 1`` and
+        ``b = 0.105 var(y)`` over the observed ``y`` (90% of the prior noise variance below
+        ``var(y)``, as BART calibrates it), so that the fit does not depend on the units of
+        ``y``. ``prior=`` is its deprecated name.
     feature_names : sequence, optional
         Coordinates of the ``coef`` dim (default ``0..p-1``).
 
@@ -123,7 +164,7 @@ def gibbs(
     if not isinstance(data, LinearRegressionData):
         raise ValueError("data must come from bnpjax.models.linear_regression.make_data")
     p = data.X.shape[1]
-    hyper = make_hyper(p) if hyper is None else hyper
+    hyper = _default_hyper(data) if hyper is None else hyper
     if not isinstance(hyper, LinearRegressionHyper):
         raise ValueError("hyper must come from bnpjax.models.linear_regression.make_hyper")
     if hyper.mean.shape != (p,) or hyper.precision.shape != (p, p):

@@ -61,6 +61,11 @@ class M3FData(NamedTuple):
     user_degree: jax.Array  # (num_users,) pairs per user; its length is a static shape
     item_degree: jax.Array  # (num_items,)
 
+    #: the ratings split over devices (:mod:`bnpjax.infer.sharding`): given the factors,
+    #: the augmentation of each rating is drawn on its own and the factors' conditionals are
+    #: sums over ratings
+    sharded_axes = (("users", 0), ("items", 0), ("ratings", 0), ("signs", 0))
+
 
 class M3FHyper(NamedTuple):
     """The regularization constant ``C``, prior sds ``sigma_u``, ``sigma_v``, the threshold
@@ -85,6 +90,8 @@ class M3FState(NamedTuple):
     omega: jax.Array  # (nnz, L-1) = 1 / lambda
     bias: jax.Array  # (num_items,) item biases (zero, and never drawn, without item_bias)
 
+    sharded_axes = (("omega", 0),)  # per rating, with the data's (bnpjax.infer.sharding)
+
 
 class IPM3FState(NamedTuple):
     """A Gibbs iPM3F draw: binary features ``Z`` in a buffer of ``capacity`` columns (the
@@ -97,6 +104,8 @@ class IPM3FState(NamedTuple):
     omega: jax.Array  # (nnz, L-1)
     alpha: jax.Array  # () IBP concentration (fixed, or sampled with alpha_prior)
     sigma_v: jax.Array  # () weight sd (fixed, or sampled with weight_precision_prior)
+
+    sharded_axes = (("omega", 0),)  # per rating, with the data's (bnpjax.infer.sharding)
 
 
 class M3FInfo(NamedTuple):
