@@ -39,6 +39,7 @@ What can differ from a one-device run, and why:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -179,11 +180,22 @@ def shardings(tree: Any, placement: Placement, lead: tuple = ()):
     fields a model declares row-parallel (``sharded_axes`` of its NamedTuple type) split along
     ``"data"`` after the ``lead`` axes, every other array split along ``lead`` only."""
 
-    def array_sharding(x, axis=None):
-        ndim = len(np.shape(x)) if not isinstance(x, jax.ShapeDtypeStruct) else len(x.shape)
-        spec = list(lead[:ndim])
-        if axis is not None and len(lead) + axis < ndim:
-            spec += [None] * (len(lead) + axis - len(spec)) + [DATA_AXIS]
+    def array_sharding(x, axis=None, name=None):
+        shape = tuple(x.shape) if isinstance(x, jax.ShapeDtypeStruct) else np.shape(x)
+        spec = list(lead[: len(shape)])
+        where = len(lead) + (axis or 0)
+        if axis is not None and where < len(shape) and placement.num_data_shards > 1:
+            if shape[where] % placement.num_data_shards == 0:
+                spec += [None] * (where - len(spec)) + [DATA_AXIS]
+            else:
+                # XLA lays arrays out in equal pieces only: this one stays whole
+                warnings.warn(
+                    f"{name}: its {shape[where]} rows do not split into "
+                    f"{placement.num_data_shards} equal parts, so it stays whole on every "
+                    "device (choose a data axis that divides them)",
+                    UserWarning,
+                    stacklevel=2,
+                )
         return placement.sharding(*spec)
 
     def visit(node):
@@ -192,7 +204,7 @@ def shardings(tree: Any, placement: Placement, lead: tuple = ()):
             return array_sharding(node) if _is_array(node) else None
         return type(node)(
             **{
-                name: array_sharding(value, axes[name])
+                name: array_sharding(value, axes[name], name)
                 if name in axes and _is_array(value)
                 else jax.tree_util.tree_map(visit, value, is_leaf=_is_declared)
                 for name, value in node._asdict().items()

@@ -18,10 +18,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import Mesh
 
 from bnpjax.infer.arviz_adapter import groups_to_inference_data, package_versions
 from bnpjax.infer.base import ArvizSpec, PRNGKey, State, Trace
 from bnpjax.infer.checks import check_integer
+from bnpjax.infer.sharding import place, resolve_devices
 
 __all__ = ["FitResult", "VariationalAlgorithm", "fit", "fit_run"]
 
@@ -134,6 +136,7 @@ def fit_run(
     progress_bar: bool = True,
     chunk_size: int | None = None,
     initial_state: Any = None,
+    devices=None,
 ) -> FitResult:
     """Run ``algorithm`` for ``num_steps`` updates and draw from its posterior approximation.
 
@@ -154,6 +157,11 @@ def fit_run(
         nothing in the result.
     initial_state
         continue from this state instead of ``algorithm.init``.
+    devices
+        a :class:`jax.sharding.Mesh` with a ``"data"`` axis (:func:`bnpjax.infer.make_mesh`)
+        splits the pairs (rows) a model declares over its devices
+        (:mod:`bnpjax.infer.sharding`); the fit equals the one-device fit up to the order of
+        floating-point sums. Default: one device.
 
     Returns
     -------
@@ -172,12 +180,24 @@ def fit_run(
     init_key, run_key, draw_key = _keys(key)
     timings: dict[str, float] = {}
 
+    # one "chain": only a data axis splits anything
+    if devices is not None and not isinstance(devices, Mesh):
+        raise ValueError(
+            "devices: a variational fit has one state; give a jax.sharding.Mesh with a 'data' "
+            "axis (bnpjax.infer.make_mesh) to split its pairs, or None"
+        )
+    placement = None if devices is None else resolve_devices(devices, 1)
+    init_fn, step = _as_pytree(algorithm.init), _as_pytree(algorithm.step)
+    if placement is not None:
+        init_fn, step = place((init_fn, step), placement)
+
     t0 = time.perf_counter()
     if initial_state is None:
-        state = jax.block_until_ready(_init(_as_pytree(algorithm.init), init_key))
+        state = jax.block_until_ready(_init(init_fn, init_key))
     else:
         state = initial_state
-    step = _as_pytree(algorithm.step)
+    if placement is not None:
+        state = place(state, placement)
     progress = None
     if progress_bar:
         from tqdm.auto import tqdm

@@ -54,6 +54,7 @@ def test_rows_split_over_devices(four_devices):
     assert four_devices["ibp_rows"]["layout"] == "P('chain', 'data')"
     assert "fm_rows" in four_devices
     assert four_devices["m3f_ratings"]["layout"].startswith("P('chain'")
+    assert four_devices["wmmsb_pairs"]["max_rel_diff"] < 1e-4  # a variational fit
 
 
 def test_a_sharded_run_resumes_from_its_checkpoint(four_devices):

@@ -73,6 +73,8 @@ class CVB0State(NamedTuple):
     r: jax.Array
     p: jax.Array
 
+    sharded_axes = (("gamma", 0), ("zgamma", 0))  # per pair, as the data's
+
 
 class CVB0Info(NamedTuple):
     """Per-step diagnostics of :func:`cvb0`: ``loglik``, the mean training log predictive

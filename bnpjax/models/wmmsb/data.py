@@ -71,6 +71,12 @@ class WMMSBData(NamedTuple):
     hash_seed: jax.Array  # () uint32
     directed: jax.Array  # () bool
     num_zeros: jax.Array  # () float, number of observed implicit zeros (exact or estimated)
+
+    #: the pairs split over devices (:mod:`bnpjax.infer.sharding`): CVB0 updates every
+    #: pair's responsibilities from the previous step's counts, which are sums over pairs
+    sharded_axes = (
+        ("src", 0), ("dst", 0), ("y", 0), ("w", 0), ("zsrc", 0), ("zdst", 0), ("zw", 0)
+    )  # fmt: skip
     zmask: jax.Array  # (N, N) 1.0 at observed zeros (zeros="dense"), else (0, 0)
 
 
