@@ -39,8 +39,9 @@ def test_colouring_separates_features_that_share_a_row():
 def test_relation_block_matches_the_expanded_design():
     X, block, expanded = relation_design()
     y = np.linspace(-1, 1, 12)
-    with_block = fm.make_data(X, y, X_rel=[block])
-    plain = fm.make_data(expanded, y)
+    # unstandardised: the sweep's state (and so yhat below) is then in the units of y
+    with_block = fm.make_data(X, y, X_rel=[block], standardize=False)
+    plain = fm.make_data(expanded, y, standardize=False)
     assert sum(c.rows.shape[0] for c in with_block.relations[0].chunks) >= 3
     state = fm.prior_sample(jax.random.key(0), plain, HYPER, rank=3)
     for a, b in zip(_predict_parts(with_block, state.b, state.w, state.V),
