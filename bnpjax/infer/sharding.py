@@ -158,11 +158,10 @@ def resolve_devices(devices, num_chains: int) -> Placement | None:
     # the most devices that split the chains evenly (a chain is never split)
     shards = max(d for d in range(1, len(devices) + 1) if num_chains % d == 0)
     if shards == 1:
-        return (
-            None
-            if len(devices) == 1 or devices[0] == jax.devices()[0]
-            else Placement(Mesh(np.array(devices[:1], dtype=object), (CHAIN_AXIS,)))
-        )
+        # the plain run is on the default device; any other one is honoured through a mesh
+        if devices[0] == jax.devices()[0]:
+            return None
+        return Placement(Mesh(np.array(devices[:1], dtype=object), (CHAIN_AXIS,)))
     return Placement(Mesh(np.array(devices[:shards], dtype=object), (CHAIN_AXIS,)))
 
 

@@ -8,7 +8,6 @@ iteration under ``vmap`` for the same check). The HMC block is refreshed after e
 draw of the data, since it caches the potential and its gradient.
 """
 
-from collections import namedtuple
 from statistics import NormalDist
 
 import jax
@@ -17,13 +16,12 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
+from _gibbs_geweke import refresh_blocks, two_block_kernel
 from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import condition, seed, substitute, trace
 from numpyro.infer import HMC, MCMC, NUTS, Gibbs, Predictive
-from numpyro.infer.gibbs import with_conditioning
 from numpyro.infer.util import log_likelihood
 
-from bnpjax.infer import SamplingAlgorithm
 from bnpjax.infer.ibp_gibbs import IBPGibbs
 from bnpjax.priors.ibp import sample_buffet
 from bnpjax.priors.ibp_distribution import IndianBuffetProcess
@@ -90,9 +88,6 @@ class OddsOverN(IBPGibbs):
     @staticmethod
     def _existing_log_odds(m_minus, num_rows):
         return jnp.log(m_minus) - jnp.log(num_rows)
-
-
-Info = namedtuple("Info", ["capacity_exceeded"])
 
 
 def _geweke(model, block, statistics, *, step_size, seed_=0, **sizes):
@@ -162,27 +157,9 @@ def _geweke(model, block, statistics, *, step_size, seed_=0, **sizes):
         return draw["X"]["value"]
 
     def refresh(X, state):
-        values = constrained(state)
-        blocks = []
-        for kernel, sites, block_state in zip(
-            gibbs._kernels, gibbs._sites, state.block_states, strict=True
-        ):
-            siblings = {k: v for k, v in values.items() if k not in sites}
-            kwargs = with_conditioning({}, siblings)
-            blocks.append(kernel.refresh(block_state, (X,), kwargs))
-        return state._replace(block_states=tuple(blocks))
+        return refresh_blocks(gibbs, constrained(state), state, X)
 
-    def kernel(X):
-        def step(key, state):
-            k_ibp, k_hmc = jax.random.split(key)
-            blocks = (
-                state.block_states[0]._replace(rng_key=k_ibp),
-                state.block_states[1]._replace(rng_key=k_hmc),
-            )
-            state = gibbs.sample(state._replace(block_states=blocks), (X,), {})
-            return state, Info(state.block_states[0].needed_more_room)
-
-        return SamplingAlgorithm(init=None, step=step)
+    kernel = two_block_kernel(gibbs, lambda block: block.needed_more_room)
 
     return geweke_test(
         jax.random.key(seed_),

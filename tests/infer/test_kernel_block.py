@@ -6,18 +6,15 @@ collapsed Gibbs sampler of the linear-Gaussian IBP samples ``Z``, ``A``, ``alpha
 does not have. Its broken twin reads the ``sigma_x`` site as a variance.
 """
 
-from collections import namedtuple
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
+from _gibbs_geweke import refresh_blocks, two_block_kernel
 from numpyro.infer import HMC, MCMC, NUTS, Gibbs
-from numpyro.infer.gibbs import with_conditioning
 
-from bnpjax.infer import SamplingAlgorithm
 from bnpjax.models import ibp_lg
 from bnpjax.priors.ibp_distribution import IndianBuffetProcess
 from bnpjax.testing import geweke_test
@@ -47,9 +44,6 @@ def block(**options):
 
 #: broken twin: reads the sigma_x site as a variance (the kernel holds the noise sd)
 AS_VARIANCE = {"sigma_x": lambda values: jnp.sqrt(values["sigma_x"])}
-
-
-Info = namedtuple("Info", ["capacity_exceeded"])
 
 
 def statistics(v, X):
@@ -102,26 +96,9 @@ def _geweke(given=None, seed_=0, **sizes):
         own = state.block_states[0]
         own = own._replace(sampler_state=own.sampler_state._replace(X=X))
         state = state._replace(block_states=(own, state.block_states[1]))
-        values = constrained(state)
-        blocks = []
-        for kernel, sites, block_state in zip(
-            gibbs._kernels, gibbs._sites, state.block_states, strict=True
-        ):
-            siblings = {k: v for k, v in values.items() if k not in sites}
-            blocks.append(kernel.refresh(block_state, (X,), with_conditioning({}, siblings)))
-        return state._replace(block_states=tuple(blocks))
+        return refresh_blocks(gibbs, constrained(state), state, X)
 
-    def kernel(X):
-        def step(key, state):
-            k_own, k_hmc = jax.random.split(key)
-            blocks = (
-                state.block_states[0]._replace(rng_key=k_own),
-                state.block_states[1]._replace(rng_key=k_hmc),
-            )
-            state = gibbs.sample(state._replace(block_states=blocks), (X,), {})
-            return state, Info(state.block_states[0].capacity_exceeded)
-
-        return SamplingAlgorithm(init=None, step=step)
+    kernel = two_block_kernel(gibbs, lambda block: block.capacity_exceeded)
 
     return geweke_test(
         jax.random.key(seed_),
