@@ -51,7 +51,13 @@ def plot_trace(
 
     from bnpjax.infer.arviz_adapter import import_arviz
 
-    axes = np.atleast_2d(import_arviz().plot_trace(idata, var_names=var_names, compact=True))
+    # ArviZ draws traces at alpha 0.35, which leaves a chain stuck at one value next to
+    # invisible; its chains differ by line style, named in the legend below
+    axes = np.atleast_2d(
+        import_arviz().plot_trace(
+            idata, var_names=var_names, compact=True, trace_kwargs={"alpha": 0.7}
+        )
+    )
     fig = axes[0, 0].figure
     truth = dict(truth or {})
     for row in axes:
@@ -59,18 +65,30 @@ def plot_trace(
         name = density.get_title().split("\n")[0]
         density.set_ylabel("density")
         trace.set_ylabel("value")
+        trace.margins(y=0.1)  # a constant trace at the edge of the panel is hard to see
         if name in truth:
             for value in np.ravel(truth[name]):
                 density.axvline(value, color=TRUTH_COLOR, ls="--", lw=1.5)
                 trace.axhline(value, color=TRUTH_COLOR, ls="--", lw=1.5)
     axes[-1, 0].set_xlabel("value")
     axes[-1, 1].set_xlabel("draw (chains overlaid)")
+    handles = []
+    num_chains = idata.posterior.sizes.get("chain", 1)
+    if num_chains > 1:
+        styles = ["solid", "dotted", "dashed", "dashdot"]  # ArviZ's, in its order
+        handles += [
+            Line2D([], [], color="gray", ls=styles[c % 4], label=f"chain {c}")
+            for c in range(min(num_chains, 4))
+        ]
     if truth:
-        marker = Line2D([], [], color=TRUTH_COLOR, ls="--", label="truth")
-        axes[0, 1].legend(handles=[marker], loc="upper right", fontsize="small")
+        handles.append(Line2D([], [], color=TRUTH_COLOR, ls="--", label="truth"))
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    if handles:  # below the panels, where it hides no trace
+        fig.legend(handles=handles, loc="lower center", fontsize="small", ncols=len(handles))
+        fig.tight_layout(rect=(0, 0.4 / fig.get_figheight(), 1, 1))
+    else:
+        fig.tight_layout()
     return fig
 
 
@@ -187,6 +205,7 @@ def plot_links(
     *,
     heldout: np.ndarray | None = None,
     truth: np.ndarray | None = None,
+    labels: Sequence[str] | None = None,
     title: str = "link prediction",
 ):
     """Observed links beside the posterior link probabilities (and the true ones where they
@@ -203,6 +222,8 @@ def plot_links(
         The pairs the fit did not see: coloured on the links panel, ringed on the others.
     truth : array of shape (N, N), optional
         The true link probabilities, drawn as a middle panel.
+    labels : sequence of str, optional
+        The N entities' names, written along both axes (default: their indices).
     title : str
         The figure's title.
 
@@ -233,12 +254,17 @@ def plot_links(
         image = ax.imshow(matrix, cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
         fig.colorbar(image, ax=ax, shrink=0.8, label="P(link)")
         if held.any():
-            ax.scatter(cols, rows, s=6, marker="o", facecolors="none", edgecolors=HELDOUT_COLOR,
+            ring = float(np.clip((150 / links.shape[0]) ** 2, 6, 60))  # bigger on small matrices
+            ax.scatter(cols, rows, s=ring, marker="o", facecolors="none", edgecolors=HELDOUT_COLOR,
                        linewidths=0.6, label="held out")  # fmt: skip
         ax.set_title(name)
     for ax in axes:
         ax.set_xlabel("entity j (target)")
         ax.set_ylabel("entity i (source)")
+        if labels is not None:
+            ticks = np.arange(len(labels))
+            ax.set_xticks(ticks, labels, rotation=90, fontsize="small")
+            ax.set_yticks(ticks, labels, fontsize="small")
     fig.suptitle(title)
     fig.tight_layout()
     return fig

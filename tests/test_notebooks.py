@@ -19,9 +19,10 @@ SHORT = {
     "fm_movielens": {"N_ITER": 30, "N_KEPT": 20},
     "diagnostics_and_comparison": {"NUM_SAMPLES": 200, "NUM_WARMUP": 50, "NUM_CHAINS": 2},
     "numpyro_composition": {"NUM_OBS": 30, "NUM_SAMPLES": 30, "NUM_WARMUP": 30, "NUM_CHAINS": 1},
+    "ilfm_nations": {"NUM_SAMPLES": 40, "NUM_WARMUP": 20},
 }
 #: the real data a notebook reads, by notebook: (loader in bnpjax.datasets, its arguments)
-DATA = {"fm_movielens": ("movielens", ("ml-100k",))}
+DATA = {"fm_movielens": ("movielens", ("ml-100k",)), "ilfm_nations": ("nations", ())}
 #: the longest a notebook may take at the short settings
 LIMIT_S = 60
 

@@ -33,7 +33,9 @@ def test_figures(tmp_path):
     ringed = [c for ax in fig.axes for c in ax.collections if c.get_label() == "held out"]
     assert len(ringed) == 2 and len(ringed[0].get_offsets()) == sim["heldout"][0].sum()
     _saves(fig, tmp_path, "links.png")
-    _saves(plots.plot_links(rng.random((5, 5)) < 0.5, rng.random((5, 5))), tmp_path, "bare.png")
+    fig = plots.plot_links(rng.random((5, 5)) < 0.5, rng.random((5, 5)), labels=list("abcde"))
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == list("abcde")
+    _saves(fig, tmp_path, "bare.png")
     net = planted_network(0, num_nodes=30, num_blocks=3)
     theta = np.eye(3)[net["blocks"]][:, [2, 0, 1]]  # the classes, permuted
     fig = plots.plot_memberships(theta, np.eye(3)[[2, 0, 1]][:, [2, 0, 1]],
@@ -58,6 +60,8 @@ def test_plot_trace_and_thresholds(tmp_path):
     ]
     assert len(truth_lines) == 2 * (1 + 3)  # density and trace, per element
     assert fig.axes[-1].get_xlabel() and fig.axes[0].get_ylabel() == "density"
+    (legend,) = fig.legends  # the chains' line styles and the truth, below the panels
+    assert [t.get_text() for t in legend.get_texts()] == ["chain 0", "chain 1", "truth"]
     _saves(fig, tmp_path, "trace.png")
     theta = np.sort(rng.normal(size=(2, 20, 7, 4)), axis=-1)
     fig = plots.plot_thresholds(az.from_dict(posterior={"theta": theta}))
