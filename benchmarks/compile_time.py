@@ -6,7 +6,9 @@ Each case runs twice in a new, empty cache folder: the first process compiles ev
 (``empty``), the second finds the programs on disk (``warm``). With ``--opt-levels default,1``
 every case is repeated under ``XLA_FLAGS=--xla_backend_optimization_level=1`` (LLVM's
 optimisation level 1 instead of XLA's default 2; the test suite uses 1), in a cache folder of
-its own.
+its own; ``default`` is XLA's own level everywhere (``BNPJAX_XLA_CPU_OPT_LEVEL=default``) and
+``bnpjax`` what bnpjax does unless told otherwise (level 1 for the driver's programs on the CPU,
+:mod:`bnpjax.infer.programs`).
 
 Per compiled program of the driver (``init``, the ``warmup`` chunk when warmup has its own
 program, the ``sample`` chunk) the worker records the seconds spent tracing and lowering the
@@ -213,7 +215,10 @@ def _spawn(case: str, cache: str, opt: str, peer: bool = False) -> dict:
     env = dict(os.environ, BNPJAX_CACHE_DIR=cache, JAX_PLATFORMS="cpu")
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     flags = " ".join(f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(OPT_FLAG))
-    if opt != "default":
+    env.pop("BNPJAX_XLA_CPU_OPT_LEVEL", None)
+    if opt == "default":  # XLA's own level everywhere
+        env["BNPJAX_XLA_CPU_OPT_LEVEL"] = "default"
+    elif opt != "bnpjax":  # this level everywhere (eager operations too)
         flags = f"{flags} {OPT_FLAG}={opt}"
     env["XLA_FLAGS"] = flags.strip()
     command = [sys.executable, __file__, "--worker", case] + (["--peer"] if peer else [])

@@ -287,6 +287,7 @@ def plot_memberships(
     *,
     true_blocks: np.ndarray | None = None,
     true_rates: np.ndarray | None = None,
+    log_rates: bool = False,
     title: str = "blockmodel fit",
 ):
     """A blockmodel fit: the block rates beside the node memberships sorted by class, with the
@@ -303,6 +304,9 @@ def plot_memberships(
         the fitted classes in the order of the blocks they match.
     true_rates : array of shape (num_blocks, num_blocks), optional
         The planted rates, drawn as a panel of their own.
+    log_rates : bool
+        Colour the rates on a log scale: on real networks one or two dense blocks can have
+        rates a hundred times the others', which a linear scale paints all alike.
     title : str
         The figure's title.
 
@@ -330,9 +334,16 @@ def plot_memberships(
     if true_rates is not None:
         rate_panels.append((axes[1], np.asarray(true_rates, float), "true block rates"))
     vmax = max(float(np.max(m)) for _, m, _ in rate_panels)
+    scale = {"vmin": 0, "vmax": vmax}
+    if log_rates:
+        from matplotlib.colors import LogNorm
+
+        smallest = min(float(np.min(m[m > 0], initial=vmax)) for _, m, _ in rate_panels)
+        scale = {"norm": LogNorm(vmin=max(smallest, vmax * 1e-6), vmax=vmax)}
+    label = "expected weight per pair" + (" (log scale)" if log_rates else "")
     for ax, matrix, name in rate_panels:
-        image = ax.imshow(matrix, cmap="viridis", vmin=0, vmax=vmax)
-        fig.colorbar(image, ax=ax, shrink=0.8, label="expected weight per pair")
+        image = ax.imshow(matrix, cmap="viridis", **scale)
+        fig.colorbar(image, ax=ax, shrink=0.8, label=label)
         ax.set_title(name)
         ax.set_xticks(range(matrix.shape[1]))
         ax.set_yticks(range(matrix.shape[0]))

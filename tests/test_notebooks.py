@@ -20,9 +20,14 @@ SHORT = {
     "diagnostics_and_comparison": {"NUM_SAMPLES": 200, "NUM_WARMUP": 50, "NUM_CHAINS": 2},
     "numpyro_composition": {"NUM_OBS": 30, "NUM_SAMPLES": 30, "NUM_WARMUP": 30, "NUM_CHAINS": 1},
     "ilfm_nations": {"NUM_SAMPLES": 40, "NUM_WARMUP": 20},
+    "wmmsb_fb_uc": {"NUM_PASSES": 20, "NUM_DRAWS": 20},
 }
 #: the real data a notebook reads, by notebook: (loader in bnpjax.datasets, its arguments)
-DATA = {"fm_movielens": ("movielens", ("ml-100k",)), "ilfm_nations": ("nations", ())}
+DATA = {
+    "fm_movielens": ("movielens", ("ml-100k",)),
+    "ilfm_nations": ("nations", ()),
+    "wmmsb_fb_uc": ("load_network", ("fb_uc",)),
+}
 #: the longest a notebook may take at the short settings
 LIMIT_S = 60
 

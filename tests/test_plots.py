@@ -44,6 +44,9 @@ def test_figures(tmp_path):
     np.testing.assert_array_equal(shown, np.eye(3))  # classes put in the order of the blocks
     _saves(fig, tmp_path, "blocks.png")
     _saves(plots.plot_memberships(theta, rng.random((3, 3))), tmp_path, "blocks_bare.png")
+    fig = plots.plot_memberships(theta, np.diag([0.01, 1.0, 100.0]), log_rates=True)
+    assert fig.axes[0].images[0].norm.vmin == 0.01  # the smallest positive rate, not 0
+    _saves(fig, tmp_path, "blocks_log.png")
 
 
 def test_plot_trace_and_thresholds(tmp_path):
