@@ -26,7 +26,7 @@ _parallel = importlib.import_module("bnpjax.models.ibp_lg.parallel_gibbs")
 _split_merge = importlib.import_module("bnpjax.models.ibp_lg.split_merge")
 
 ROWS, DIMS = 6, 3
-SETTINGS = {"capacity": 40, "kappa": 8}
+SETTINGS = {"capacity": 40, "kappa": 8, "sample_offset": True}  # the offset's update too
 HYPER = ibp_lg.make_hyper(
     alpha_prior=(4.0, 4.0), sigma_x_prior=(3.0, 2.0), sigma_a_prior=(3.0, 2.0), offset_sd=1.0
 )

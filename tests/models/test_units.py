@@ -51,11 +51,11 @@ _UNITS = {"times 1e6": (1e6, 0.0), "plus 1e6": (1.0, 1e6)}
 
 
 def test_ibp_lg_data_in_other_units_standardise_to_the_same_numbers(precision):
-    """Bars times 1e6 used to give 360 to 450 features, bars plus 1e6 30 to 100 (and needed a
-    user's ``center=``). The samplers see only the standardised data, which are the same
-    numbers whatever the units and the origin, by default: the chains are the chains on the
-    bars (next tests), whose recovery of 4 features is
-    tests/models/test_ibp_lg.py::test_recovers_bars."""
+    """Bars times 1e6 used to give 360 to 450 features, bars plus 1e6 30 to 100. The samplers
+    see only the standardised data, which are the same numbers whatever the units and the
+    origin (the column means): the chains are the chains on the bars (next tests), whose
+    recovery of 4 features is tests/models/test_ibp_lg.py::test_recovers_bars. Where the
+    background level sits is ``background``: the data's zero, or ``center``."""
     sim = bars(0, missing_fraction=0.1)
     base = ibp_lg.make_data(sim["X"], sim["mask"])
     shifts = np.random.default_rng(0).normal(size=36) * 1e3  # one per column too
@@ -75,23 +75,24 @@ def test_ibp_lg_recovers_four_features_from_bars_in_other_units_in_float32(preci
         pytest.skip("float64: test_recovers_bars, on the same standardised numbers")
     sim = bars(0, missing_fraction=0.1)
     for scale, shift in _UNITS.values():
-        data = ibp_lg.make_data(sim["X"] * scale + shift, sim["mask"])
+        # the model without an offset (the default): its background level is given
+        data = ibp_lg.make_data(sim["X"] * scale + shift, sim["mask"], center=shift)
         post = _run(getattr(ibp_lg, sampler)(data, capacity=4), 400, 600, num_chains=2)
         assert np.bincount(post["num_features"].ravel()).argmax() == 4
         assert abs(post["sigma_x"].mean() / scale - 0.5) < 0.05
 
 
 def test_ibp_lg_without_an_offset_warns_when_the_data_sit_far_from_its_zero():
-    """``sample_offset=False`` is the model whose zero is fixed (the background level): data
+    """The default model has no offset of its own (its zero is the background level): data
     far from it cost a feature, which a warning says, with the two ways out."""
     X = bars(0, num_obs=10)["X"] + 1e6
+    data = ibp_lg.make_data(X)
+    with pytest.warns(UserWarning, match="pass make_data.*center= the background"):
+        ibp_lg.collapsed_gibbs(data)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        data = ibp_lg.make_data(X)  # no warning: the offset is sampled by default
-        ibp_lg.collapsed_gibbs(data)
-        ibp_lg.collapsed_gibbs(ibp_lg.make_data(X, center=1e6), sample_offset=False)
-    with pytest.warns(UserWarning, match="sample the offset"):
-        ibp_lg.collapsed_gibbs(data, sample_offset=False)
+        ibp_lg.collapsed_gibbs(data, sample_offset=True)  # exactly shift-invariant
+        ibp_lg.collapsed_gibbs(ibp_lg.make_data(X, center=1e6))
     with pytest.raises(ValueError, match="center must be"):
         ibp_lg.make_data(X, center="median")
     with pytest.raises(ValueError, match="center needs standardize=True"):
@@ -108,17 +109,20 @@ def test_ibp_lg_refuses_a_sampled_offset_for_a_column_with_nothing_observed():
     mask = np.array([[True, False]] * 3)
     data = ibp_lg.make_data(X, mask)
     with pytest.raises(ValueError, match=r"columns without any observed entry: \[1\]"):
-        ibp_lg.parallel_gibbs(data)
-    ibp_lg.parallel_gibbs(data, sample_offset=False)  # the fixed zero needs no data
+        ibp_lg.parallel_gibbs(data, sample_offset=True)
+    ibp_lg.parallel_gibbs(data)  # the fixed zero needs no data
 
 
 def test_ibp_lg_chain_and_predictions_in_other_units():
+    """With the offset sampled (``sample_offset=True``) bars times 1e6 plus 1e6 is the chain
+    on the bars, without a ``center``."""
     sim = bars(0, num_obs=20, missing_fraction=0.1)
     base_data = ibp_lg.make_data(sim["X"], sim["mask"])
     data = ibp_lg.make_data(sim["X"] * 1e6 + 1e6, sim["mask"])
-    base = run(ibp_lg.collapsed_gibbs(base_data, capacity=8), jax.random.key(1), 10,
+    kw = dict(capacity=8, sample_offset=True)
+    base = run(ibp_lg.collapsed_gibbs(base_data, **kw), jax.random.key(1), 10,
                progress_bar=False).trace  # fmt: skip
-    trace = run(ibp_lg.collapsed_gibbs(data, capacity=8), jax.random.key(1), 10,
+    trace = run(ibp_lg.collapsed_gibbs(data, **kw), jax.random.key(1), 10,
                 progress_bar=False).trace  # fmt: skip
     post, ref = trace["posterior"], base["posterior"]
     np.testing.assert_array_equal(post["Z"], ref["Z"])

@@ -44,7 +44,7 @@ def resolve(
     sample_alpha: bool = True,
     sample_sigma_x: bool = True,
     sample_sigma_a: bool = True,
-    sample_offset: bool = True,
+    sample_offset: bool = False,
     kappa: int = 10,
     capacity: int = 16,
     num_init_features: int = 10,
@@ -112,8 +112,8 @@ def _check_offset(data, sample_offset: bool):
             "X's entries sit far from the background level at which sample_offset=False "
             f"holds the offset (up to {np.max(np.abs(np.asarray(background))):.3g} of their "
             "spread): the sampler will spend a feature on the difference, and in float32 the "
-            "variation is lost in rounding; sample the offset (sample_offset=True, the "
-            "default), or pass make_data(..., center=) the background level",
+            "variation is lost in rounding; pass make_data(..., center=) the background "
+            "level, or sample the offset (sample_offset=True: exactly shift-invariant)",
             UserWarning,
             stacklevel=4,
         )
@@ -129,7 +129,7 @@ def init(
     sigma_x=1.0,
     sigma_a=1.0,
     num_init_features=10,
-    sample_offset=True,
+    sample_offset=False,
 ) -> IBPLGState:
     """A random start: ``Z`` with ``num_init_features`` columns, each entry on with
     probability 1/2, then ``A | Z, X``; the offset at the column means (held at
@@ -266,7 +266,9 @@ def build_algorithm(step_fn, name: str, data, s: Settings) -> SamplingAlgorithm:
     return growable(build, s.capacity, pad_fields({"Z": 1, "A": 0}))
 
 
-def sweep_step(step_fn, *, kappa, sample_alpha, sample_sigma_x, sample_sigma_a, sample_offset=True):
+def sweep_step(
+    step_fn, *, kappa, sample_alpha, sample_sigma_x, sample_sigma_a, sample_offset=False
+):
     """``step(key, state, data, hyper)`` of one sweep of ``step_fn`` (the ``build_step`` of
     both samplers: they differ only in how ``Z`` is swept)."""
     flags = {

@@ -146,7 +146,7 @@ def build_step(
     sample_alpha=True,
     sample_sigma_x=True,
     sample_sigma_a=True,
-    sample_offset=True,
+    sample_offset=False,
 ):
     """One sweep as ``step(key, state, data, hyper) -> (state, info)``.
 
@@ -184,7 +184,7 @@ def collapsed_gibbs(
     sample_alpha: bool = True,
     sample_sigma_x: bool = True,
     sample_sigma_a: bool = True,
-    sample_offset: bool = True,
+    sample_offset: bool = False,
     kappa: int = 10,
     capacity: int = 16,
     num_init_features: int = 10,
@@ -208,9 +208,10 @@ def collapsed_gibbs(
     sample_alpha, sample_sigma_x, sample_sigma_a : bool
         Which hyperparameters are sampled.
     sample_offset : bool
-        Sample each column's offset (flat prior; the fit is then the same whatever the data's
-        origin, see :func:`make_data`). False holds it at the data's background level
-        (``make_data(..., center=)``, default 0): the model without an offset.
+        Sample each column's offset (flat prior): the fit is then exactly the same whatever
+        the data's origin (see :func:`make_data`), at the cost of a less sparse fit in
+        float32. False, the default, holds it at the data's background level
+        (``make_data(..., center=)``, default 0): Griffiths and Ghahramani's model.
     kappa : int
         Truncation of the number of new features per row.
     capacity : int
