@@ -154,7 +154,7 @@ def main(argv=None):
         truth = roc_auc(t_y, np.where(z[t_src] == z[t_dst], p_in, p_out))
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(
-            f"{N:<10d} {src.shape[0]:<10d} {auc:.3f}  {truth:.3f}  {per_pass:6.1f}  "
+            f"{N:<10d} {src.shape[0]:<10d} {auc:.3f}  {truth:.3f}  {per_pass:6.2f}  "
             f"{per_pass / 100:10.3f}  {peak:8.0f}  {compile_s:8.1f}",
             flush=True,
         )
