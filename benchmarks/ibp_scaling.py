@@ -409,7 +409,7 @@ def start_state(d: dict, capacity: int) -> ibp_lg.IBPLGState:
     Z_pad[:, :K] = Z
     A_pad = np.zeros((capacity, X.shape[1]))
     A_pad[:K] = A
-    state = ibp_lg.IBPLGState(Z_pad, A_pad, ALPHA, SIGMA_X, SIGMA_A, X)
+    state = ibp_lg.IBPLGState(Z_pad, A_pad, ALPHA, SIGMA_X, SIGMA_A, X, np.zeros(X.shape[1]))
     dtype = jnp.result_type(float)
     return jax.tree.map(lambda a: jnp.asarray(a, dtype)[None], state)
 

@@ -56,7 +56,7 @@ def _start(data, Z, capacity, num_chains):
         _, mean = posterior_A(Zc, data.X, (0.5 / 1.0) ** 2)
         A = mean * (Zc.sum(0) > 0)[:, None]
         one = jnp.ones((), data.X.dtype)
-        states.append(ibp_lg.IBPLGState(Zc, A, one, 0.5 * one, one, data.X))
+        states.append(ibp_lg.IBPLGState(Zc, A, one, 0.5 * one, one, data.X, 0 * data.X[0]))
     return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
 
 

@@ -164,22 +164,44 @@ def part_devices(args):
             )
 
 
-def part_data(args):
+def size_worker(args):
+    """One process, one model at one size: prints JSON (fresh process, so the peak is its own)."""
     import jax
 
-    print("\ngrowth of cost with data, one device, 1 chain")
-    print(f"{'model':20s} {'size':>10s} {'s/sweep':>10s} {'peak RSS MB':>12s} {'bytes/unit':>10s}")
+    t0 = time.perf_counter()
+    kernel = MODELS[args.model][0](args.size)
+    build = time.perf_counter() - t0
+    _, per_sweep = _time_run(kernel, None, 1, args.steps, args.repeats)
+    nbytes = sum(getattr(x, "nbytes", 0) for x in jax.tree_util.tree_leaves(kernel.step))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result = {"s_per_sweep": per_sweep, "peak_mb": peak, "bytes": nbytes, "build_s": build}
+    print(json.dumps(result))
+
+
+def part_data(args):
+    print("\ngrowth of cost with data, one device, 1 chain, each size in a fresh process")
+    print(
+        f"{'model':20s} {'size':>10s} {'s/sweep':>10s} {'peak RSS MB':>12s} "
+        f"{'bytes/unit':>10s} {'data build s':>12s}"
+    )
     for name, sizes in (("fm", args.fm_sizes), ("ibp_lg_parallel", args.ibp_sizes)):
-        factory, _ = MODELS[name]
+        if name not in args.models:
+            continue
         points = []
         for size in sizes:
-            kernel = factory(size)
-            _, per_sweep = _time_run(kernel, None, 1, args.steps, args.repeats)
-            leaves = jax.tree_util.tree_leaves(kernel.step)
-            nbytes = sum(getattr(x, "nbytes", 0) for x in leaves)
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            points.append((size, per_sweep))
-            print(f"{name:20s} {size:10d} {per_sweep:10.5f} {peak:12.0f} {nbytes / size:10.1f}")
+            cmd = [sys.executable, __file__, "--size-worker", "--model", name, "--size", str(size)]
+            cmd += ["--steps", str(args.steps), "--repeats", str(args.repeats)]
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            if out.returncode != 0:
+                print(f"{name:20s} {size:10d} failed: {out.stderr.strip().splitlines()[-1:]}")
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            points.append((size, r["s_per_sweep"]))
+            print(
+                f"{name:20s} {size:10d} {r['s_per_sweep']:10.5f} {r['peak_mb']:12.0f} "
+                f"{r['bytes'] / size:10.1f} {r['build_s']:12.1f}",
+                flush=True,
+            )
         if len(points) > 1:
             slope = np.polyfit(np.log([p[0] for p in points]), np.log([p[1] for p in points]), 1)[0]
             print(f"{name:20s} growth exponent {slope:.2f} (algorithm: 1)")
@@ -199,9 +221,14 @@ def main():
     parser.add_argument("--ibp-sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--size-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
+    if args.size_worker:
+        return size_worker(args)
     print(
         f"{time.strftime('%Y-%m-%d')} {platform.machine()} {os.cpu_count()} cores, "
         f"python {platform.python_version()}"

@@ -10,8 +10,9 @@ the user has already chosen a JAX cache folder or turned it off:
 * a folder set by JAX's own ``JAX_COMPILATION_CACHE_DIR`` (or ``jax.config``) wins.
 
 What is cached: every program JAX compiles in the process (bnpjax's chunks, inits and
-predictions, and the user's own jitted code) whose compilation took at least
-:data:`MIN_COMPILE_SECONDS`. Entries are a few hundred kB to a few MB each; the folder is
+predictions, the small eager programs of the data layout, and the user's own jitted code;
+:data:`MIN_COMPILE_SECONDS`). Entries are a few kB to a few MB each (a FM fit on ML-100K
+writes about 80 of them, 0.75 MB in all); the folder is
 capped at :data:`MAX_CACHE_BYTES` (least recently used entries are evicted). The key includes
 the program, the jax and jaxlib versions, the device and the XLA flags, so a stale entry is
 never used: it is just not found.
@@ -30,9 +31,11 @@ __all__ = ["cache_dir", "default_cache_dir", "set_compilation_cache"]
 
 #: The environment variable that moves the cache or turns it off.
 CACHE_VARIABLE = "BNPJAX_CACHE_DIR"
-#: Programs that compile faster than this are not written (JAX's default is 1 s; most of a
-#: kernel's programs take 0.2-1 s on a CPU and together make up much of a first fit).
-MIN_COMPILE_SECONDS = 0.2
+#: Programs that compile faster than this are not written (JAX's default is 1 s). Every
+#: program is written: a FM fit on ML-100K also compiles about 80 small eager programs (data
+#: layout, prediction, 20-50 ms each) whose reuse saved 0.5 s of a 6.3 s fit with a warm cache,
+#: for 0.4 MB more on disk (benchmarks/compile_time.py, 2026-11-26).
+MIN_COMPILE_SECONDS = 0.0
 #: The most disk the cache folder may take (2 GiB).
 MAX_CACHE_BYTES = 2 * 1024**3
 _OFF = {"", "0", "off", "none", "false", "no"}

@@ -14,13 +14,43 @@ belong to other blocks. What the block leaves invariant, and why, is in
 :mod:`bnpjax.infer.ibp_moves`; in short, one sweep per IBP site is
 
 1. a Gibbs flip of every ``z_nk`` of a feature that other rows hold;
-2. for every row, Meeds et al. (2007)'s Metropolis-Hastings move that removes the row's
-   singleton features and proposes ``Poisson(alpha / N)`` new ones in empty columns, accepted
-   by the likelihood ratio: this is how ``K_+`` grows and shrinks. A new feature's parameters
-   are the values the model's per-feature sites hold in that empty column, which the other
-   blocks keep drawing from their conditional, i.e. the prior (the issue's "draw from the
-   model's own prior" done by the block that owns them: a Gibbs block may only write its own
-   sites). So no parameter site needs to be named or laid out in any particular way.
+2. new features and their removal, in one of two ways:
+
+   * **with feature parameters** (the recommended form): the block also owns the sites that
+     hold one row per feature (``A`` above, leading axis = the capacity, found by shape or
+     declared with ``linked=``): ``Gibbs([(IBPGibbs(model), ["Z", "A"]), (NUTS(model),
+     None)])``. For every row, a birth-death move flips one of the row's singleton columns
+     (death) or an empty column (birth) *together with* that column's parameters, drawn from a
+     Laplace approximation of their conditional given the proposed ``Z`` (Newton steps on the
+     model's own log density with ``jax.grad``/Hessians, from the origin of the unconstrained
+     space), and accepted by the exact Metropolis-Hastings ratio, which includes the density
+     of the reverse move's draw (:func:`bnpjax.infer.ibp_moves.birth_death_pass`). Then every
+     row of the parameters is updated given ``Z`` by an independence Metropolis-Hastings step
+     from the same kind of Laplace approximation (:func:`bnpjax.infer.ibp_moves.feature_pass`;
+     a Gibbs draw when the conditional is Gaussian, as in the linear-Gaussian model). A new
+     feature thus starts where the data put it, and ``K_+`` mixes in many dimensions.
+   * **without** (``["Z"]`` only): Meeds et al. (2007)'s Metropolis-Hastings move that removes
+     a row's singleton features and proposes ``Poisson(alpha / N)`` new ones in empty columns,
+     accepted by the likelihood ratio. A new feature's parameters are then the values another
+     block holds in that empty column, i.e. draws from the prior: correct, but in more than a
+     few dimensions such a feature is almost never accepted and ``K_+`` collapses (36 pixels:
+     ``K_+`` 0 where the posterior has 5). The block warns when a site that looks like feature
+     parameters is left to another block.
+
+Why the chain with feature parameters is exact. The block's target is the joint conditional
+of ``(Z, A)`` given the other sites, i.e. the IBP buffer law of ``Z`` (below) times the model's
+density of everything else, with ``A`` in unconstrained coordinates (plus the Jacobian).
+Each move is a Metropolis-Hastings kernel for it. The Laplace approximations are
+deterministic functions of the *other* variables (``Z`` as proposed or current, the remaining
+rows of ``A``, the other sites): they never look at the value they replace, so a birth (draw
+``A_k'`` from ``q_1``, built at the new ``Z``) and the death that undoes it (draw ``A_k`` from
+``q_0``, built at the old ``Z``) are each other's reverse, and the ratio
+``target' q_0(A_k) / (target q_1(A_k'))`` times the ratio of the discrete choices (which
+column, birth or death) satisfies detailed balance whatever the approximation's quality. An
+empty column's parameters are, under the target, a draw from their prior given the rest, and
+``q_0`` is the Laplace approximation of exactly that conditional. The Newton steps (and the
+diagonal-Hessian shortcut when the probe at ``init`` finds the coordinates of a feature's
+parameters do not interact) only change how often a move is accepted.
 
 The chain's stationary law is the model's posterior with the features arranged uniformly at
 random in the buffer (the model's ``sample`` puts them first, in order of appearance): every
@@ -66,7 +96,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.distributions import Independent
+from numpyro.distributions import Independent, constraints
+from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import seed, trace
 from numpyro.infer.gibbs import (
     GIBBS_SITES_KWARG,
@@ -107,6 +138,54 @@ class _Plan(NamedTuple):
     num_rows: int
     capacity: int
     axes: tuple[tuple[str, int], ...] | None  # (site, row axis) per Z-dependent site; None: joint
+
+
+class _Linked(NamedTuple):
+    """The per-feature parameter sites of one IBP site, packed row by row: ``U[k]`` is the
+    unconstrained concatenation of row ``k`` of every linked site."""
+
+    names: tuple[str, ...]
+    row_shapes: tuple[tuple[int, ...], ...]
+    transforms: tuple  # elementwise bijections from R to each site's support
+
+    def pack(self, values):
+        return jnp.concatenate(
+            [
+                jnp.reshape(t.inv(values[n]), (values[n].shape[0], -1))
+                for n, t in zip(self.names, self.transforms, strict=True)
+            ],
+            axis=1,
+        )
+
+    def _split(self, U):
+        sizes = np.cumsum([int(np.prod(shape)) for shape in self.row_shapes])[:-1]
+        return jnp.split(U, sizes, axis=1)
+
+    def unpack(self, U):
+        return {
+            n: t(jnp.reshape(u, (U.shape[0], *shape)))
+            for n, shape, t, u in zip(
+                self.names, self.row_shapes, self.transforms, self._split(U), strict=True
+            )
+        }
+
+    def log_jacobian(self, U):
+        return sum(
+            jnp.sum(t.log_abs_det_jacobian(u, t(u)))
+            for t, u in zip(self.transforms, self._split(U), strict=True)
+        )
+
+
+def _elementwise_transform(name, fn):
+    support = fn.support
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    if support.is_discrete or support.event_dim != 0:
+        raise ValueError(
+            f"IBPGibbs: the feature parameters {name!r} must be continuous with an elementwise "
+            f"support (got {support}); give the site to another block"
+        )
+    return biject_to(support)
 
 
 def _elementwise(site) -> jax.Array:
@@ -150,15 +229,31 @@ class IBPGibbs(MCMCKernel):
 
     sample_field = "z"
 
-    def __init__(self, model, *, rows: str = "auto"):
+    def __init__(
+        self, model, *, rows: str = "auto", linked: dict | None = None, newton_steps: int = 2
+    ):
         if not callable(model):
             raise ValueError(f"model must be a NumPyro model (a callable), got {model!r}")
         if rows not in ("auto", "joint"):
             raise ValueError(f"rows must be 'auto' or 'joint', got {rows!r}")
+        if linked is not None and not (
+            isinstance(linked, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in linked.items())
+        ):
+            raise ValueError(
+                f"linked must map parameter site names to IBP site names, got {linked!r}"
+            )
+        if not (isinstance(newton_steps, int) and newton_steps >= 1):
+            raise ValueError(f"newton_steps must be a positive integer, got {newton_steps!r}")
         self._model = model
         self._rows = rows
+        self._declared_links = dict(linked or {})
+        self._newton_steps = newton_steps
         self._plans: dict[str, _Plan] = {}
+        self._linked: dict[str, _Linked] = {}
+        self._diagonal: dict[str, bool] = {}
         self._sites: tuple[str, ...] = ()
+        self._ibp_sites: tuple[str, ...] = ()
 
     @property
     def model(self):
@@ -166,8 +261,15 @@ class IBPGibbs(MCMCKernel):
 
     @property
     def sites(self) -> tuple[str, ...]:
-        """The IBP sites this block samples (known after ``init``)."""
+        """The sites this block samples: IBP sites and their feature parameters (known after
+        ``init``)."""
         return self._sites
+
+    def linked_sites(self, site: str) -> tuple[str, ...]:
+        """The feature-parameter sites this block moves with the IBP site ``site`` (known after
+        ``init``)."""
+        linked = self._linked.get(site)
+        return () if linked is None else linked.names
 
     def row_axes(self, site: str) -> dict[str, int] | None:
         """The detected row structure of ``site``: {other site: row axis of its elementwise
@@ -250,6 +352,39 @@ class IBPGibbs(MCMCKernel):
             axes.append((site, found))
         return tuple(axes)
 
+    def _probe_diagonal(self, name, linked, model_args, model_kwargs) -> bool:
+        """Whether the coordinates of a feature's parameters do not interact in the log density
+        (its Hessian in ``U[k]`` is diagonal, as for ``Z @ A`` in an elementwise likelihood), on
+        concrete random values; the Laplace proposals then need one Hessian-vector product
+        instead of the whole Hessian. Only the proposal's quality depends on this answer, not
+        the chain's correctness; a probe that cannot run answers False (the full Hessian)."""
+        kwargs = {k: v for k, v in model_kwargs.items() if k != GIBBS_SITES_KWARG}
+        try:
+            with jax.ensure_compile_time_eval():
+                keys = jax.random.split(jax.random.key(20240612), 3)
+                base = prototype_trace(conditioned(self._model), keys[0], model_args, kwargs)
+                values = {n: base[n]["value"] for n in latent_sample_sites(base)}
+                fn = base[name]["fn"]
+                values[name] = jax.random.bernoulli(
+                    keys[1], 0.5, (fn.num_rows, fn.capacity)
+                ).astype(float)
+                values[name] = values[name].at[:, 0].set(1.0)
+                U = linked.pack(values)
+                U = U + 0.1 * jax.random.normal(keys[2], U.shape)
+
+                def log_density(v):
+                    moved = {**values, **linked.unpack(U.at[0].set(v))}
+                    return self._log_lik(name, moved, model_args, kwargs) + linked.log_jacobian(
+                        U.at[0].set(v)
+                    )
+
+                hessian = np.asarray(jax.hessian(log_density)(U[0]))
+        except Exception:  # traced arguments, or a model the probe cannot run
+            return False
+        diagonal = np.abs(np.diag(hessian))
+        off = np.abs(hessian - np.diag(np.diag(hessian)))
+        return bool(np.all(np.isfinite(hessian)) and np.all(off <= 1e-8 * np.max(diagonal)))
+
     def _plan(self, name, fn, model_args, model_kwargs) -> _Plan:
         known = self._plans.get(name)
         shape = (fn.num_rows, fn.capacity)
@@ -270,6 +405,78 @@ class IBPGibbs(MCMCKernel):
             return _Plan(*shape, None)
         return _Plan(*shape, axes)
 
+    def _resolve_links(self, sites, ibp_sites, model_trace) -> dict[str, _Linked]:
+        """Which IBP site each non-IBP site of the block parametrises (leading axis = that
+        site's capacity, or declared with ``linked=``); a ValueError names any other site."""
+        capacity = {z: model_trace[z]["fn"].capacity for z in ibp_sites}
+        unknown = sorted(set(self._declared_links) - set(sites))
+        if unknown:
+            raise ValueError(f"IBPGibbs: linked names {unknown}, which are not sites of the block")
+        groups: dict[str, list[str]] = {z: [] for z in ibp_sites}
+        for name in sites:
+            if name in ibp_sites:
+                continue
+            fn, value = model_trace[name]["fn"], jnp.shape(model_trace[name]["value"])
+            fits = [z for z in ibp_sites if len(value) >= 1 and value[0] == capacity[z]]
+            declared = self._declared_links.get(name)
+            if declared is not None:
+                if declared not in ibp_sites:
+                    raise ValueError(
+                        f"IBPGibbs: linked[{name!r}] = {declared!r} is not an "
+                        "IndianBuffetProcess site of the block"
+                    )
+                fits = [z for z in fits if z == declared]
+            if len(fits) != 1:
+                why = (
+                    f"its leading axis (shape {value}) is not the feature axis of "
+                    f"{declared or list(ibp_sites)} (capacity {[capacity[z] for z in ibp_sites]})"
+                    if not fits
+                    else f"its leading axis fits several IBP sites {fits}; declare one with linked="
+                )
+                raise ValueError(
+                    "IBPGibbs samples IndianBuffetProcess sites and their per-feature "
+                    f"parameters; site {name!r} has a {type(fn).__name__} distribution and "
+                    f"{why} (give it to another block)"
+                )
+            _elementwise_transform(name, fn)
+            groups[fits[0]].append(name)
+        return {
+            z: _Linked(
+                names=tuple(names),
+                row_shapes=tuple(tuple(jnp.shape(model_trace[n]["value"])[1:]) for n in names),
+                transforms=tuple(_elementwise_transform(n, model_trace[n]["fn"]) for n in names),
+            )
+            for z, names in groups.items()
+            if names
+        }
+
+    @staticmethod
+    def _warn_unowned_parameters(ibp_sites, linked, model_trace, model_kwargs):
+        """A site shaped like per-feature parameters but owned by another block makes a new
+        feature start from that block's draw, nearly always rejected in many dimensions."""
+        siblings = model_kwargs.get(GIBBS_SITES_KWARG, {})
+        for z in ibp_sites:
+            if z in linked:
+                continue
+            capacity = model_trace[z]["fn"].capacity
+            suspects = [
+                n
+                for n, v in siblings.items()
+                if jnp.ndim(v) >= 1
+                and jnp.shape(v)[0] == capacity
+                and not model_trace[n]["fn"].support.is_discrete
+            ]
+            if suspects:
+                warnings.warn(
+                    f"IBPGibbs: sites {suspects} look like per-feature parameters of {z!r} "
+                    f"(leading axis = its capacity {capacity}) but another block samples them: "
+                    "a new feature then has to start from that block's value of an empty row, "
+                    "and K+ may collapse. Give them to this block: "
+                    f"(IBPGibbs(model), [{z!r}, {', '.join(map(repr, suspects))}]).",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+
     # ---------------------------------------------------------------------------------------
     # MCMCKernel
 
@@ -287,18 +494,20 @@ class IBPGibbs(MCMCKernel):
             sites = tuple(n for n in latent if _is_ibp(model_trace[n]["fn"]))
             if not sites:
                 raise ValueError("IBPGibbs: the model has no latent IndianBuffetProcess site")
-        for name in sites:
+        ibp_sites = tuple(n for n in sites if _is_ibp(model_trace[n]["fn"]))
+        if not ibp_sites:
+            raise ValueError(
+                f"IBPGibbs: the block's sites {list(sites)} hold no IndianBuffetProcess site"
+            )
+        for name in ibp_sites:
             fn = model_trace[name]["fn"]
-            if not _is_ibp(fn):
-                raise ValueError(
-                    f"IBPGibbs samples IndianBuffetProcess sites only; site {name!r} has a "
-                    f"{type(fn).__name__} distribution (give it to another block)"
-                )
             if fn.batch_shape != ():
                 raise ValueError(
                     f"IBPGibbs: site {name!r} is a batch of IndianBuffetProcess matrices "
                     f"(batch shape {fn.batch_shape}); give each matrix its own site"
                 )
+        linked = self._resolve_links(sites, ibp_sites, model_trace)
+        self._warn_unowned_parameters(ibp_sites, linked, model_trace, model_kwargs)
         others = [
             n
             for n in latent
@@ -306,14 +515,21 @@ class IBPGibbs(MCMCKernel):
         ]
         if others:
             raise ValueError(
-                f"IBPGibbs samples only IndianBuffetProcess sites; the latent sites {others} "
-                "need a sampler: use IBPGibbs as a block of numpyro.infer.Gibbs, e.g. "
-                "Gibbs([(IBPGibbs(model), ['Z']), (NUTS(model), None)])"
+                "IBPGibbs samples only IndianBuffetProcess sites and their per-feature "
+                f"parameters; the latent sites {others} need a sampler: use IBPGibbs as a "
+                "block of numpyro.infer.Gibbs, e.g. "
+                "Gibbs([(IBPGibbs(model), ['Z', 'A']), (NUTS(model), None)])"
             )
         self._sites = sites
+        self._ibp_sites = ibp_sites
+        self._linked = linked
         self._plans = {
             name: self._plan(name, model_trace[name]["fn"], model_args, model_kwargs)
-            for name in sites
+            for name in ibp_sites
+        }
+        self._diagonal = {
+            name: self._probe_diagonal(name, links, model_args, model_kwargs)
+            for name, links in linked.items()
         }
         init_params = init_params or {}
         z = {
@@ -322,15 +538,17 @@ class IBPGibbs(MCMCKernel):
         }
         return IBPGibbsState(
             z=z,
-            num_features={n: jnp.sum(jnp.any(z[n] > 0, 0)).astype(jnp.int32) for n in sites},
+            num_features={n: jnp.sum(jnp.any(z[n] > 0, 0)).astype(jnp.int32) for n in ibp_sites},
             needed_more_room=jnp.zeros((), bool),
             num_overflows=jnp.zeros((), jnp.int32),
             rng_key=rng_key,
         )
 
     def _update(self, key, name, values, model_args, model_kwargs):
+        """One sweep of the IBP site ``name`` (and its feature parameters): returns the new
+        values of the block's sites it moved and the capacity flag."""
         plan = self._plans[name]
-        key_existing, key_single = jax.random.split(key)
+        key_existing, key_single, key_features = jax.random.split(key, 3)
         alpha = self._trace(values, model_args, model_kwargs)[name]["fn"].alpha
 
         def with_z(Z):
@@ -349,30 +567,68 @@ class IBPGibbs(MCMCKernel):
             def log_lik(Zm):
                 return jnp.sum(row_ll(Zm))
 
-            ll = log_lik(Z)
         else:
 
             def log_lik(Zm):
                 return self._log_lik(name, with_z(Zm), model_args, model_kwargs)
 
-            Z, ll = ibp_moves.existing_joint_pass(
+            Z, _ = ibp_moves.existing_joint_pass(
                 key_existing, Z, log_lik, log_lik(Z), log_odds=self._existing_log_odds
             )
-        return ibp_moves.singleton_pass(
-            key_single, Z, alpha, log_lik, ll, log_correction=self._singleton_log_correction
-        )
+        linked = self._linked.get(name)
+        if linked is None:
+            Z, short = ibp_moves.singleton_pass(
+                key_single,
+                Z,
+                alpha,
+                log_lik,
+                log_lik(Z),
+                log_correction=self._singleton_log_correction,
+            )
+            return {name: Z}, short
 
-    # the two prior ratios, as attributes so that a test can build a broken twin
+        def target(Zm, U):
+            # the model's log density but the IBP prior of `name`, in the unconstrained
+            # coordinates of the feature parameters (hence the Jacobian)
+            moved = {**values, name: Zm, **linked.unpack(U)}
+            return self._log_lik(name, moved, model_args, model_kwargs) + linked.log_jacobian(U)
+
+        U = linked.pack(values)
+        Z, U, ll, short = ibp_moves.birth_death_pass(
+            key_single,
+            Z,
+            U,
+            alpha,
+            target,
+            target(Z, U),
+            newton_steps=self._newton_steps,
+            diagonal=self._diagonal[name],
+            log_proposal_ratio=self._proposal_log_ratio,
+        )
+        U, _ = ibp_moves.feature_pass(
+            key_features,
+            Z,
+            U,
+            target,
+            ll,
+            newton_steps=self._newton_steps,
+            diagonal=self._diagonal[name],
+        )
+        return {name: Z, **linked.unpack(U)}, short
+
+    # the prior and proposal ratios, as attributes so that a test can build a broken twin
     _existing_log_odds = staticmethod(ibp_moves.existing_log_odds)
     _singleton_log_correction = staticmethod(ibp_moves.singleton_log_correction)
+    _proposal_log_ratio = staticmethod(ibp_moves.proposal_log_ratio)
 
     def sample(self, state, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs
-        rng_key, *keys = jax.random.split(state.rng_key, len(self._sites) + 1)
+        rng_key, *keys = jax.random.split(state.rng_key, len(self._ibp_sites) + 1)
         values = dict(state.z)
         short = jnp.zeros((), bool)
-        for key, name in zip(keys, self._sites, strict=True):
-            values[name], short_site = self._update(key, name, values, model_args, model_kwargs)
+        for key, name in zip(keys, self._ibp_sites, strict=True):
+            moved, short_site = self._update(key, name, values, model_args, model_kwargs)
+            values.update(moved)
             short = short | short_site
         jax.lax.cond(
             short,
@@ -381,7 +637,9 @@ class IBPGibbs(MCMCKernel):
         )
         return IBPGibbsState(
             z=values,
-            num_features={n: jnp.sum(jnp.any(values[n] > 0, 0)).astype(jnp.int32) for n in values},
+            num_features={
+                n: jnp.sum(jnp.any(values[n] > 0, 0)).astype(jnp.int32) for n in self._ibp_sites
+            },
             needed_more_room=short,
             num_overflows=state.num_overflows + short.astype(jnp.int32),
             rng_key=rng_key,
@@ -395,6 +653,8 @@ class IBPGibbs(MCMCKernel):
         kernel = copy.copy(self)
         kernel._model = wrapper(self._model)
         kernel._plans = dict(self._plans)
+        kernel._linked = dict(self._linked)
+        kernel._diagonal = dict(self._diagonal)
         return kernel
 
     def get_constrain_fn(self, model_args, model_kwargs):

@@ -40,6 +40,7 @@ latent factors. NIPS 19.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -47,9 +48,16 @@ from jax import lax
 from jax.scipy.special import gammaln
 
 __all__ = [
+    "Gaussian",
+    "birth_death_pass",
     "existing_column_pass",
     "existing_joint_pass",
     "existing_log_odds",
+    "feature_pass",
+    "gaussian_log_density",
+    "gaussian_sample",
+    "laplace",
+    "proposal_log_ratio",
     "singleton_log_correction",
     "singleton_pass",
 ]
@@ -172,3 +180,188 @@ def singleton_pass(
 
     (Z, _, short), _ = lax.scan(row, (Z, ll, jnp.zeros((), bool)), jnp.arange(num_rows))
     return Z, short
+
+
+# --------------------------------------------------------------------------------------------
+# features with parameters: births and deaths that move a column of Z and its parameters
+
+
+class Gaussian(NamedTuple):
+    """``N(mean, V diag(1 / prec) V^T)``: a proposal in its eigenbasis (``vecs=None``: the
+    identity, a diagonal covariance)."""
+
+    mean: jax.Array
+    vecs: jax.Array | None
+    prec: jax.Array
+
+
+def laplace(
+    log_density: Callable[[jax.Array], jax.Array], dim: int, steps: int, *, diagonal: bool = False
+) -> Gaussian:
+    """Gaussian approximation of ``exp(log_density)`` on ``R^dim`` by ``steps`` Newton steps from
+    the origin; its precision is the negative Hessian at the last step's starting point, with
+    eigenvalues floored so that it stays positive definite. ``diagonal=True`` uses the
+    Hessian's diagonal only (read off one Hessian-vector product, exact when the coordinates do
+    not interact, as for ``Z @ A`` in an elementwise likelihood): one pass instead of ``dim``.
+
+    The result is a deterministic function of ``log_density`` alone (it never looks at the
+    chain's current value of the argument): as a proposal it is an independence proposal given
+    everything else, whose density can be evaluated at the current and proposed points, so
+    the Metropolis-Hastings correction is exact however rough the approximation is. Exact in
+    one step when ``log_density`` is quadratic (a Gaussian conditional)."""
+    grad = jax.grad(log_density)
+
+    def floor(prec):
+        # a non-concave direction would make the Newton step go uphill: floor the curvature
+        return jnp.maximum(prec, 1e-3 * jnp.maximum(jnp.max(prec), 1.0))
+
+    u = jnp.zeros(dim)
+    vecs, prec = (None if diagonal else jnp.eye(dim)), jnp.ones(dim)
+    for _ in range(steps):  # a handful of steps, unrolled
+        if diagonal:
+            # with a diagonal Hessian, H @ 1 is its diagonal
+            g, curvature = jax.jvp(grad, (u,), (jnp.ones(dim),))
+            prec = floor(-curvature)
+            u = u + g / prec
+        else:
+            hessian, g = jax.jacfwd(lambda v: (grad(v), grad(v)), has_aux=True)(u)
+            prec, vecs = jnp.linalg.eigh(-0.5 * (hessian + hessian.T))
+            prec = floor(prec)
+            u = u + vecs @ ((vecs.T @ g) / prec)
+    return Gaussian(u, vecs, prec)
+
+
+def gaussian_log_density(g: Gaussian, x: jax.Array) -> jax.Array:
+    w = x - g.mean if g.vecs is None else g.vecs.T @ (x - g.mean)
+    return 0.5 * jnp.sum(jnp.log(g.prec) - g.prec * w**2 - jnp.log(2 * jnp.pi))
+
+
+def gaussian_sample(key, g: Gaussian) -> jax.Array:
+    w = jax.random.normal(key, g.mean.shape) / jnp.sqrt(g.prec)
+    return g.mean + (w if g.vecs is None else g.vecs @ w)
+
+
+def proposal_log_ratio(q_reverse: Gaussian, q_forward: Gaussian, current, proposed):
+    """``log q_reverse(current) - log q_forward(proposed)``: the proposal part of the
+    birth-death move's ratio for the feature's parameters; kept as a function so that a test
+    can break it."""
+    return gaussian_log_density(q_reverse, current) - gaussian_log_density(q_forward, proposed)
+
+
+def feature_pass(key, Z, U, target: Callable, ll, *, newton_steps: int, diagonal: bool = False):
+    """Metropolis-Hastings update of every row ``U[k]`` of the (unconstrained, packed) feature
+    parameters given ``Z`` and the rest: an independence proposal from :func:`laplace` of the
+    conditional of ``U[k]`` (exact Gibbs when that conditional is Gaussian). ``target(Z, U)`` is
+    the log density of everything but the IBP prior of ``Z``, ``ll = target(Z, U)``. One
+    Laplace approximation and one model evaluation per column; returns ``(U, ll)``."""
+    num_cols, dim = U.shape
+
+    def column(k, carry):
+        U, ll = carry
+        k_prop, k_acc = jax.random.split(jax.random.fold_in(key, k))
+        g = laplace(lambda v: target(Z, U.at[k].set(v)), dim, newton_steps, diagonal=diagonal)
+        v = gaussian_sample(k_prop, g)
+        ll_new = target(Z, U.at[k].set(v))
+        log_ratio = ll_new - ll + gaussian_log_density(g, U[k]) - gaussian_log_density(g, v)
+        accept = jnp.log(jax.random.uniform(k_acc)) < log_ratio
+        return jnp.where(accept, U.at[k].set(v), U), jnp.where(accept, ll_new, ll)
+
+    return lax.fori_loop(0, num_cols, column, (U, ll))
+
+
+def _log_birth_probability(s, e):
+    # the move's choice: birth surely when the row has no singleton, never without an empty
+    # column, else with probability 1/2
+    return jnp.where(e == 0, -jnp.inf, jnp.where(s == 0, 0.0, jnp.log(0.5)))
+
+
+def _log_death_probability(s, e):
+    return jnp.where(s == 0, -jnp.inf, jnp.where(e == 0, 0.0, jnp.log(0.5)))
+
+
+def birth_death_pass(
+    key,
+    Z,
+    U,
+    alpha,
+    target: Callable,
+    ll,
+    *,
+    newton_steps: int,
+    diagonal: bool = False,
+    log_proposal_ratio=proposal_log_ratio,
+):
+    r"""For every row in turn, a birth or a death of one of its singleton features together
+    with the feature's parameters ``U[k]`` (the module docstring of :class:`IBPGibbs` explains
+    why this leaves the joint law invariant). ``target(Z, U)``: log density of everything but
+    the IBP prior of ``Z``; ``ll = target(Z, U)``. Returns ``(Z, U, ll, wanted_more_room)``, the
+    flag set when a row drew a birth but the buffer had no empty column.
+
+    Row ``n`` has ``s`` singletons (features no other row holds) and the buffer ``e`` empty
+    columns. Birth (probability 1/2, 1 when ``s = 0``, 0 when ``e = 0``): pick an empty column
+    ``k`` uniformly, set ``z_nk = 1``, draw ``U[k]`` from the Laplace approximation ``q_1`` of its
+    conditional given the new ``Z``. Death (the other case): pick one of the ``s`` singletons
+    uniformly, set ``z_nk = 0``, draw ``U[k]`` from the Laplace approximation ``q_0`` of its
+    conditional with the column empty (the prior, when the parameters enter only through
+    ``Z``). Birth and death are each other's reverse; with ``lambda = alpha / N`` the IBP
+    buffer law of the module docstring gives the target ratio ``lambda / e`` of a birth, so the
+    Metropolis-Hastings log ratio of a birth is
+
+    .. math::
+
+        \Delta \mathrm{target} + \log\lambda - \log(s + 1) + \log p_d(s + 1, e - 1)
+        - \log p_b(s, e) + \log q_0(U_k) - \log q_1(U_k'),
+
+    and that of a death its mirror image."""
+    num_rows, num_cols = Z.shape
+    dim = U.shape[1]
+    log_lam = jnp.log(alpha / num_rows)
+
+    def row(carry, n):
+        Z, U, ll, short = carry
+        k_type, k_col, k_prop, k_acc = jax.random.split(jax.random.fold_in(key, n), 4)
+        m = jnp.sum(Z, 0)
+        single = (Z[n] > 0) & (m == 1)
+        empty = m == 0
+        s, e = jnp.sum(single), jnp.sum(empty)
+        wants_birth = (jax.random.uniform(k_type) < 0.5) | (s == 0)
+        short = short | (wants_birth & (e == 0))
+        birth = wants_birth & (e > 0)
+        pool = jnp.where(birth, empty, single)
+        k = jnp.argmax(jnp.where(pool, jax.random.uniform(k_col, (num_cols,)), -1.0))
+        Z_new = Z.at[n, k].set(birth.astype(Z.dtype))
+        q_new = laplace(
+            lambda v: target(Z_new, U.at[k].set(v)), dim, newton_steps, diagonal=diagonal
+        )
+        q_old = laplace(lambda v: target(Z, U.at[k].set(v)), dim, newton_steps, diagonal=diagonal)
+        v = gaussian_sample(k_prop, q_new)
+        U_new = U.at[k].set(v)
+        ll_new = target(Z_new, U_new)
+        log_birth = (
+            log_lam
+            - jnp.log(s + 1.0)
+            + _log_death_probability(s + 1, e - 1)
+            - _log_birth_probability(s, e)
+        )
+        log_death = (
+            -log_lam
+            + jnp.log(s)
+            + _log_birth_probability(s - 1, e + 1)
+            - _log_death_probability(s, e)
+        )
+        log_ratio = (
+            ll_new
+            - ll
+            + jnp.where(birth, log_birth, log_death)
+            + log_proposal_ratio(q_old, q_new, U[k], v)
+        )
+        accept = jnp.any(pool) & (jnp.log(jax.random.uniform(k_acc)) < log_ratio)
+        return (
+            jnp.where(accept, Z_new, Z),
+            jnp.where(accept, U_new, U),
+            jnp.where(accept, ll_new, ll),
+            short,
+        ), None
+
+    (Z, U, ll, short), _ = lax.scan(row, (Z, U, ll, jnp.zeros((), bool)), jnp.arange(num_rows))
+    return Z, U, ll, short

@@ -72,3 +72,32 @@ def test_fm_prints_a_test_metric_for_every_task(tmp_path, capsys, task, levels, 
     assert main([*argv, "--num-samples", "10", "--num-warmup", "5", *SHORT]) == 0
     out = capsys.readouterr().out
     assert metric in out and "(10 users, 8 items, 60 training rows)" in out, out
+
+
+def test_fm_regression_on_targets_shifted_by_1e6_writes_finite_draws(tmp_path, capsys):
+    """Issue 28: with targets shifted by 1e6, `bnpjax fit fm` and `bnpjax.sample` wrote
+    all-NaN draws and exited 0. fm.make_data standardises the targets now, and the driver's
+    guard stops a chain that turns non-finite (tests/infer/test_guard.py)."""
+    import arviz as az
+    import jax
+
+    import bnpjax
+    from bnpjax.models import fm
+
+    rng = np.random.default_rng(0)
+    files = _ratings(tmp_path, rng, np.round(1e6 + rng.normal(size=20), 3), start=0)
+    out = tmp_path / "o.nc"
+    argv = ["fit", "fm", *files, "--rank", "2", "--out", str(out)]
+    assert main([*argv, "--num-samples", "10", "--num-warmup", "5", *SHORT]) == 0
+    posterior = az.from_netcdf(str(out)).posterior
+    for name in posterior.data_vars:
+        assert np.all(np.isfinite(posterior[name].values)), name
+    assert abs(float(posterior["b"].mean()) - 1e6) < 10  # the intercept, in the data's units
+    X = np.zeros((40, 7))
+    X[np.arange(40), np.arange(40) % 4] = 1.0
+    X[np.arange(40), 4 + np.arange(40) % 3] = 1.0
+    data = fm.make_data(X, 1e6 + rng.normal(size=40))
+    idata = bnpjax.sample(fm.gibbs(data, rank=2), jax.random.key(0), 10, num_warmup=5,
+                          progress_bar=False)  # fmt: skip
+    for name in idata.posterior.data_vars:
+        assert np.all(np.isfinite(idata.posterior[name].values)), name

@@ -1,5 +1,6 @@
-"""Geweke cases of the samplers of the linear-Gaussian IBP model (every hyperparameter
-sampled), and their broken twins. The two Gibbs samplers' twins: the same sweep of ``Z``, draw
+"""Geweke cases of the samplers of the linear-Gaussian IBP model (every hyperparameter and
+the per-column offset sampled; the offset under a proper prior, which the test draws from),
+and their broken twins. The two Gibbs samplers' twins: the same sweep of ``Z``, draw
 of ``A`` and hyperparameter updates, except ``alpha | Z`` drawn from Gamma(a + K+, rate b + N):
 the harmonic number ``H_N`` of the IBP's rate written as ``N``. The split-merge sampler's twin:
 its moves accepted without the proposal's probabilities (the sequential allocation treated as
@@ -27,7 +28,7 @@ _split_merge = importlib.import_module("bnpjax.models.ibp_lg.split_merge")
 ROWS, DIMS = 6, 3
 SETTINGS = {"capacity": 40, "kappa": 8}
 HYPER = ibp_lg.make_hyper(
-    alpha_prior=(4.0, 4.0), sigma_x_prior=(3.0, 2.0), sigma_a_prior=(3.0, 2.0)
+    alpha_prior=(4.0, 4.0), sigma_x_prior=(3.0, 2.0), sigma_a_prior=(3.0, 2.0), offset_sd=1.0
 )
 BASE = ibp_lg.make_data(np.zeros((ROWS, DIMS)))
 
@@ -44,6 +45,8 @@ def statistics(state, data):
         "mean X^2": jnp.mean(data.X**2),
         "<X, ZA>": jnp.sum(data.X * (state.Z @ state.A)),
         "sum A^2": jnp.sum(state.A**2),
+        "offset[0]": state.offset[0],
+        "<X, offset>": jnp.mean(data.X * state.offset),
     }
 
 
@@ -76,7 +79,8 @@ def _broken_parallel_step(data, hyper, key, state, *, kappa, flags):
 
 def _broken(factory, step):
     def build(data, hyper=None, **settings):
-        flags = {"sample_alpha": True, "sample_sigma_x": True, "sample_sigma_a": True}
+        flags = {"sample_alpha": True, "sample_sigma_x": True, "sample_sigma_a": True,
+                 "sample_offset": True}  # fmt: skip
         algorithm = factory(data, hyper, **settings)
         step_fn = bind(step, data, hyper, kappa=settings["kappa"], flags=tuple(flags.items()))
         return algorithm._replace(step=step_fn)
@@ -85,7 +89,8 @@ def _broken(factory, step):
 
 
 def _broken_split_merge(data, hyper=None, **settings):
-    flags = {"sample_alpha": True, "sample_sigma_a": True, "sample_sigma_x": True}
+    flags = {"sample_alpha": True, "sample_offset": True, "sample_sigma_a": True,
+             "sample_sigma_x": True}  # fmt: skip
     algorithm = ibp_lg.split_merge(data, hyper, num_moves=SPLIT_MERGE_MOVES, **settings)
     step_fn = bind(
         _kernel._step,

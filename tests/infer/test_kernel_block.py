@@ -76,8 +76,8 @@ def _geweke(given=None, seed_=0, **sizes):
 
     def prior_sample(key):
         key_state, key_sx, key_run, key_hmc = jax.random.split(key, 4)
-        inner = ibp_lg.geweke.prior_sample(
-            key_state, base, HYPER, capacity=CAPACITY, sample_sigma_x=False
+        inner = ibp_lg.geweke.prior_sample(  # the block's model: no offset (gibbs_block)
+            key_state, base, HYPER, capacity=CAPACITY, sample_sigma_x=False, sample_offset=False
         )
         log_sx = SIGMA_X_PRIOR[0] + SIGMA_X_PRIOR[1] * jax.random.normal(key_sx)
         inner = inner._replace(sigma_x=jnp.exp(log_sx))

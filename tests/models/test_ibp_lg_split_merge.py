@@ -82,6 +82,7 @@ def test_moves_keep_the_exact_law_of_a_small_buffer(law, proposal_term):
             jnp.asarray(SIGMA_X, dtype),
             jnp.asarray(SIGMA_A, dtype),
             jnp.asarray(X_FIXED, dtype),
+            jnp.zeros((D,), dtype),
         )
         Z, accepted, _ = split_merge_moves(key, state, NUM_MOVES, _proposal_term=proposal_term)
         return Z, accepted

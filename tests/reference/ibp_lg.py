@@ -30,7 +30,10 @@ def _case(factory):
         hyper = ibp_lg.make_hyper(
             alpha_prior=(2.0, 1.0), sigma_x_prior=(3.0, 2.0), sigma_a_prior=(3.0, 2.0)
         )
-        algorithm = factory(_data(), hyper, capacity=2, num_init_features=2, kappa=4)
+        # the model as recorded: no offset (sample_offset=False holds it at the data's zero)
+        algorithm = factory(
+            _data(), hyper, capacity=2, num_init_features=2, kappa=4, sample_offset=False
+        )
         run_kwargs = dict(
             key=jax.random.key(3),
             num_samples=4,

@@ -3,6 +3,7 @@ the ArviZ names and the capacity growth of the feature buffer."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -24,7 +25,7 @@ class Settings(NamedTuple):
     alpha: float
     sigma_x: float
     sigma_a: float
-    flags: tuple  # sorted (name, bool) pairs: sample_alpha, sample_sigma_a, sample_sigma_x
+    flags: tuple  # sorted (name, bool) pairs: sample_alpha, sample_offset, sample_sigma_*
     kappa: int
     capacity: int
     num_init_features: int
@@ -43,6 +44,7 @@ def resolve(
     sample_alpha: bool = True,
     sample_sigma_x: bool = True,
     sample_sigma_a: bool = True,
+    sample_offset: bool = True,
     kappa: int = 10,
     capacity: int = 16,
     num_init_features: int = 10,
@@ -73,7 +75,9 @@ def resolve(
         "sample_alpha": bool(sample_alpha),
         "sample_sigma_x": bool(sample_sigma_x),
         "sample_sigma_a": bool(sample_sigma_a),
+        "sample_offset": bool(sample_offset),
     }
+    _check_offset(data, flags["sample_offset"])
     return Settings(
         hyper=hyper,
         alpha=float(alpha),
@@ -88,12 +92,49 @@ def resolve(
     )
 
 
+def _check_offset(data, sample_offset: bool):
+    """A sampled offset needs an observed entry in every column (a flat prior and no data is
+    no posterior); a fixed one far from the data costs a feature and, in float32, digits."""
+    mask = concrete_or_none(data.mask)
+    if mask is None:  # traced (Geweke's successive chain): checked when it was built
+        return
+    if sample_offset:
+        empty = np.flatnonzero(~(np.asarray(mask) > 0).any(axis=0))
+        if empty.size:
+            raise ValueError(
+                f"mask leaves columns without any observed entry: {empty[:10].tolist()}; drop "
+                "them, or pass sample_offset=False (their offset has no data to go on)"
+            )
+        return
+    background = concrete_or_none(data.background)
+    if background is not None and np.max(np.abs(np.asarray(background))) > 100:
+        warnings.warn(
+            "X's entries sit far from the background level at which sample_offset=False "
+            f"holds the offset (up to {np.max(np.abs(np.asarray(background))):.3g} of their "
+            "spread): the sampler will spend a feature on the difference, and in float32 the "
+            "variation is lost in rounding; sample the offset (sample_offset=True, the "
+            "default), or pass make_data(..., center=) the background level",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
 def init(
-    key, data, hyper=None, *, capacity=16, alpha=1.0, sigma_x=1.0, sigma_a=1.0, num_init_features=10
+    key,
+    data,
+    hyper=None,
+    *,
+    capacity=16,
+    alpha=1.0,
+    sigma_x=1.0,
+    sigma_a=1.0,
+    num_init_features=10,
+    sample_offset=True,
 ) -> IBPLGState:
     """A random start: ``Z`` with ``num_init_features`` columns, each entry on with
-    probability 1/2, then ``A | Z, X``; missing entries of ``X`` start at 0 and are imputed
-    from the first step on.
+    probability 1/2, then ``A | Z, X``; the offset at the column means (held at
+    ``data.background`` when it is not sampled); missing entries of ``X`` start at the
+    column means and are imputed from the first step on.
 
     Parameters
     ----------
@@ -107,6 +148,9 @@ def init(
         Starting values.
     num_init_features : int
         Number of random starting columns (at most ``capacity``).
+    sample_offset : bool
+        Whether the offset is sampled (it starts at the column means) or held at the data's
+        background level.
 
     Returns
     -------
@@ -121,9 +165,11 @@ def init(
     Z = Z.astype(dtype)
     sx = jnp.asarray(sigma_x, dtype)
     sa = jnp.asarray(sigma_a, dtype)
-    X = data.X
+    D = data.X.shape[1]
+    offset = jnp.broadcast_to(jnp.asarray(0.0 if sample_offset else data.background, dtype), (D,))
+    X = data.X - offset
     A = sample_A(key_a, Z, X, sx, sa)
-    return IBPLGState(Z, A, jnp.asarray(alpha, dtype), sx, sa, X)
+    return IBPLGState(Z, A, jnp.asarray(alpha, dtype), sx, sa, X, offset)
 
 
 def _init(data, hyper, key, **settings):
@@ -139,6 +185,7 @@ def _trace(data, hyper, state, info, *, trace_features, pointwise):
             "alpha": state.alpha,
             "sigma_x": state.sigma_x * scale,
             "sigma_a": state.sigma_a * scale,
+            "offset": data.loc + state.offset * scale,
         },
         "sample_stats": {"lp": info.lp, "num_features": info.num_features},
     }
@@ -147,7 +194,9 @@ def _trace(data, hyper, state, info, *, trace_features, pointwise):
             Z=state.Z.astype(jnp.int8), A=state.A * scale, active=state.Z.sum(0) > 0
         )
     if pointwise:
-        terms = entry_log_likelihood(data.X, data.observed, state.Z, state.A, state.sigma_x)
+        terms = entry_log_likelihood(
+            data.X - state.offset, data.observed, state.Z, state.A, state.sigma_x
+        )
         out["log_likelihood"] = {"X": terms - jnp.log(scale)}
     return out
 
@@ -162,7 +211,7 @@ def _spec(name, data, s: Settings) -> ArvizSpec:
     N, D = data.X.shape
     observed_data, coords = {}, {}
     if observed is not None:
-        X = np.asarray(data.X, np.float64) * float(data.scale) + float(data.loc)
+        X = np.asarray(data.X, np.float64) * float(data.scale) + np.asarray(data.loc, np.float64)
         observed_data = {"X": X.reshape(-1)[observed]}
         coords = {"obs": observed.tolist()}
     return ArvizSpec(
@@ -171,6 +220,7 @@ def _spec(name, data, s: Settings) -> ArvizSpec:
             "Z": ["row", "feature"],
             "A": ["feature", "dim"],
             "active": ["feature"],
+            "offset": ["dim"],
             "X": ["obs"],
         },
         coords=coords,
@@ -200,6 +250,7 @@ def build_algorithm(step_fn, name: str, data, s: Settings) -> SamplingAlgorithm:
                 sigma_x=s.sigma_x,
                 sigma_a=s.sigma_a,
                 num_init_features=s.num_init_features,
+                sample_offset=dict(s.flags)["sample_offset"],
             ),
             step=bind(_step, data, s.hyper, step_fn=step_fn, kappa=s.kappa, flags=s.flags),
             trace=bind(
@@ -215,13 +266,14 @@ def build_algorithm(step_fn, name: str, data, s: Settings) -> SamplingAlgorithm:
     return growable(build, s.capacity, pad_fields({"Z": 1, "A": 0}))
 
 
-def sweep_step(step_fn, *, kappa, sample_alpha, sample_sigma_x, sample_sigma_a):
+def sweep_step(step_fn, *, kappa, sample_alpha, sample_sigma_x, sample_sigma_a, sample_offset=True):
     """``step(key, state, data, hyper)`` of one sweep of ``step_fn`` (the ``build_step`` of
     both samplers: they differ only in how ``Z`` is swept)."""
     flags = {
         "sample_alpha": bool(sample_alpha),
         "sample_sigma_x": bool(sample_sigma_x),
         "sample_sigma_a": bool(sample_sigma_a),
+        "sample_offset": bool(sample_offset),
     }
     kappa = check_integer(kappa, "kappa", 1)
 

@@ -57,11 +57,14 @@ def sample_A(key, Z, X, sigma_x, sigma_a):
 
 
 def hyper_updates(key, data, hyper, Z, A, state, flags):
-    """``sigma_x``, ``sigma_a``, the missing entries and ``alpha`` from their conditionals
-    (each hyperparameter only where its ``flags`` entry is on).
+    """``sigma_x``, ``sigma_a``, ``alpha``, the offset and the missing entries from their
+    conditionals (each hyperparameter and the offset only where its ``flags`` entry is on).
 
     The three Gamma variates come from one vectorised draw: one rejection sampler in the
-    compiled program instead of three keeps compilation short."""
+    compiled program instead of three keeps compilation short. ``state.X`` is the data less
+    the offset; the offset's conditional, given the imputed data, is Gaussian per column:
+    precision ``N / sigma_x^2 + offset_precision``, mean ``sum_n (x_nd - (Z A)_nd) / sigma_x^2``
+    over that precision."""
     key_gamma, key_x = jax.random.split(key)
     N, D = data.X.shape
     active = Z.sum(0) > 0
@@ -86,15 +89,25 @@ def hyper_updates(key, data, hyper, Z, A, state, flags):
     sigma_x = jnp.where(flags["sample_sigma_x"], jax.lax.rsqrt(gammas[0]), state.sigma_x)
     sigma_a = jnp.where(flags["sample_sigma_a"], jax.lax.rsqrt(gammas[1]), state.sigma_a)
     alpha = jnp.where(flags["sample_alpha"], gammas[2], state.alpha)
+    offset = state.offset
+    if flags.get("sample_offset", False):
+        # a key of its own (folded in, not split off), so that the draws of a sampler
+        # without an offset are those it made before the offset existed
+        key_offset = jax.random.fold_in(key, 0x0FF5E7)
+        precision = N / sigma_x**2 + hyper.offset_precision
+        mean = jnp.sum(resid + offset, axis=0) / sigma_x**2 / precision
+        noise = jax.random.normal(key_offset, offset.shape, X.dtype)
+        offset = mean + noise * jax.lax.rsqrt(precision)
     noise = jax.random.normal(key_x, X.shape, X.dtype)
-    X = jnp.where(data.mask > 0, data.X, Z @ A + sigma_x * noise)
-    return IBPLGState(Z, A, alpha, sigma_x, sigma_a, X)
+    X = jnp.where(data.mask > 0, data.X - offset, Z @ A + sigma_x * noise)
+    return IBPLGState(Z, A, alpha, sigma_x, sigma_a, X, offset)
 
 
 def log_joint(data: IBPLGData, hyper: IBPLGHyper, state: IBPLGState, flags=None) -> jax.Array:
-    """``log p(X_obs, Z, A, sigma, alpha)``: the observed entries, ``A`` of the active columns,
-    the IBP probability of ``[Z]`` (:func:`bnpjax.priors.ibp.log_prob`) and the hyperpriors of
-    the hyperparameters sampled according to ``flags``.
+    """``log p(X_obs, Z, A, sigma, alpha, offset)``: the observed entries, ``A`` of the active
+    columns, the IBP probability of ``[Z]`` (:func:`bnpjax.priors.ibp.log_prob`) and the
+    hyperpriors of the hyperparameters (and of the offset, when proper) sampled according to
+    ``flags``.
 
     References
     ----------
@@ -102,12 +115,17 @@ def log_joint(data: IBPLGData, hyper: IBPLGHyper, state: IBPLGState, flags=None)
     """
     D = data.X.shape[1]
     active = state.Z.sum(0) > 0
-    resid = (data.X - state.Z @ state.A) * data.mask
+    resid = (data.X - state.offset - state.Z @ state.A) * data.mask
     sx2, sa2 = state.sigma_x**2, state.sigma_a**2
     log_x = -0.5 * jnp.sum(data.mask) * (_LOG_2PI + jnp.log(sx2)) - 0.5 * jnp.sum(resid**2) / sx2
     log_a = -0.5 * jnp.sum(active) * D * (_LOG_2PI + jnp.log(sa2)) - 0.5 * jnp.sum(state.A**2) / sa2
     out = log_x + log_a + ibp.log_prob(state.Z, state.alpha)
     flags = flags or {}
+    if flags.get("sample_offset", False):  # the flat prior (precision 0) adds a constant
+        p = hyper.offset_precision
+        safe = jnp.where(p > 0, p, 1.0)
+        log_offset = 0.5 * D * (jnp.log(safe) - _LOG_2PI) - 0.5 * p * jnp.sum(state.offset**2)
+        out += jnp.where(p > 0, log_offset, 0.0)
     if flags.get("sample_alpha", False):
         a, b = hyper.alpha_shape, hyper.alpha_rate
         out += a * jnp.log(b) - gammaln(a) + (a - 1) * jnp.log(state.alpha) - b * state.alpha

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import NamedTuple
 
 import jax
@@ -23,14 +22,18 @@ __all__ = ["IBPLGData", "IBPLGHyper", "IBPLGInfo", "IBPLGState", "make_data", "m
 class IBPLGData(NamedTuple):
     """``X`` (N, D) standardised, ``(X - loc) / scale``, with unobserved entries set to 0,
     ``mask`` (N, D) 1.0 where observed, ``observed`` (num_observed,) the row-major flat
-    indices of the observed entries, and the ``loc`` and ``scale`` of the standardisation
-    (0 and 1 when :func:`make_data` was asked for ``standardize=False``)."""
+    indices of the observed entries, the ``loc`` (D,) and ``scale`` of the standardisation
+    (0 and 1 when :func:`make_data` was asked for ``standardize=False``), and ``background``
+    (D,): the level of an entry no feature touches, standardised (the data's zero unless
+    ``center`` says otherwise), at which a sampler built with ``sample_offset=False`` holds
+    the per-column offset."""
 
     X: jax.Array
     mask: jax.Array
     observed: jax.Array
     loc: jax.Array | float = 0.0
     scale: jax.Array | float = 1.0
+    background: jax.Array | float = 0.0
 
     #: rows are conditionally independent given the weights (the row-parallel sampler), so
     #: the rows of ``X`` and ``mask`` may be split over devices (:mod:`bnpjax.infer.sharding`)
@@ -39,7 +42,8 @@ class IBPLGData(NamedTuple):
 
 class IBPLGHyper(NamedTuple):
     """Gamma(shape, rate) prior of alpha; InvGamma(shape, scale) priors of the variances
-    ``sigma_x^2`` and ``sigma_a^2``."""
+    ``sigma_x^2`` and ``sigma_a^2``; the N(0, 1 / offset_precision) prior of each column's
+    offset (standardised units; 0, the default, is the flat prior)."""
 
     alpha_shape: jax.Array
     alpha_rate: jax.Array
@@ -47,19 +51,23 @@ class IBPLGHyper(NamedTuple):
     sigma_x_scale: jax.Array
     sigma_a_shape: jax.Array
     sigma_a_scale: jax.Array
+    offset_precision: jax.Array | float = 0.0
 
 
 class IBPLGState(NamedTuple):
     """Sampler state: features ``Z`` (N, capacity), weights ``A`` (capacity, D; zero in
     inactive columns), the IBP mass ``alpha``, the noise and weight sds ``sigma_x`` and
-    ``sigma_a``, and the data ``X`` with its missing entries imputed."""
+    ``sigma_a``, the data ``X`` with its missing entries imputed, less the per-column
+    ``offset`` (D,): ``X - 1 offset' = Z A + noise``, so the sweeps of ``Z`` and ``A`` read
+    ``X`` alone."""
 
     Z: jax.Array  # (N, capacity) in {0, 1}
     A: jax.Array  # (capacity, D); zero in inactive columns
     alpha: jax.Array
     sigma_x: jax.Array
     sigma_a: jax.Array
-    X: jax.Array  # (N, D) the data with missing entries imputed
+    X: jax.Array  # (N, D) the data with missing entries imputed, less the offset
+    offset: jax.Array  # (D,)
 
     sharded_axes = (("Z", 0), ("X", 0))  # rows, with the data's (bnpjax.infer.sharding)
 
@@ -77,35 +85,42 @@ class IBPLGInfo(NamedTuple):
 def make_data(X, mask=None, *, center=None, standardize: bool = True) -> IBPLGData:
     """Validate ``X`` and its observation mask, and standardise ``X``.
 
-    The model ``X = Z A + noise`` has no offset: its zero is an entry that no feature
-    touches, and its default hyperpriors and starting values assume entries of order 1. So
-    that a fit does not depend on the data's units, ``X`` is standardised once, on the host
-    in float64: ``(X - loc) / scale``, with ``loc`` from ``center`` and ``scale`` the root mean
-    square of the observed entries about it. The samplers run on the standardised data and
-    trace ``A``, ``sigma_x`` and ``sigma_a`` (and the pointwise log-likelihood) back in the
-    data's units; :func:`~bnpjax.models.ibp_lg.predict` returns data units too. Multiplying
-    ``X`` by ``c > 0`` therefore leaves the law of ``Z`` and ``alpha`` unchanged and multiplies
-    ``A``, ``sigma_x`` and ``sigma_a`` by ``c``; the chains are the same draw for draw.
+    The model is ``X = 1 offset' + Z A + noise``: each column has an offset (the level of an
+    entry no feature touches) with a flat prior, sampled with the rest (``sample_offset=True``
+    in the factories, the default). Its default hyperpriors and starting values assume entries
+    of order 1, so ``X`` is standardised once, on the host in float64: ``(X - loc) / scale``,
+    with ``loc`` the column means of the observed entries and ``scale`` their root mean square
+    about them. The samplers run on the standardised data and trace ``A``, ``sigma_x``,
+    ``sigma_a``, ``offset`` (and the pointwise log-likelihood) back in the data's units;
+    :func:`~bnpjax.models.ibp_lg.predict` returns data units too. The fit therefore does not
+    depend on the data's units: ``c X + b`` (``c > 0``, ``b`` a number or one per column)
+    leaves the law of ``Z`` and ``alpha`` unchanged and maps ``A``, ``sigma_x``, ``sigma_a``
+    to ``c`` times theirs and the offset to ``c offset + b``; the chains are the same draw for
+    draw up to rounding. With the flat prior this is exact, not an approximation: any ``loc``
+    gives the same posterior, the column means only keep float32 from losing digits.
 
-    A shift is not a change of units for this model: ``X + c`` holds one more feature, the
-    constant image ``c`` in every row. Pass the background level as ``center`` (the value of
-    an entry no feature touches: ``center=c`` makes ``X + c`` the same fit as ``X``). Data
-    whose entries sit far from ``center`` against their spread get a ``UserWarning``: their
-    offset costs a feature, and in float32 their variation is lost in rounding.
+    The offset makes a feature and its complement one model (``z -> 1 - z``, ``a -> -a``,
+    ``offset -> offset + a``); the IBP prior prefers the sparser of the two, and a feature held
+    by about half of the rows may come out as either. The model without an offset (the
+    Griffiths-Ghahramani linear-Gaussian model, whose zero is fixed) is
+    ``sample_offset=False``: the offset is then held at ``background``, the data's zero or
+    ``center``. That model is not shift-invariant: ``X + c`` holds one more feature, the
+    constant image ``c``.
 
     Parameters
     ----------
     X : array_like, shape (N, D)
         The data; NaN is accepted only where ``mask`` is False.
     mask : array_like of bool, shape (N, D), optional
-        True where observed (default: every entry). Every row needs an observed entry.
+        True where observed (default: every entry). Every row needs an observed entry, and
+        every column does when the offset is sampled.
     center : None, float, "mode" or "mean"
-        The background level subtracted before the fit: None keeps the data's origin (0); a
-        number; ``"mode"``, the half-sample mode of the observed entries
+        The background level at which ``sample_offset=False`` holds the offset (it has no
+        effect when the offset is sampled): None keeps the data's origin (0); a number;
+        ``"mode"``, the half-sample mode of the observed entries
         (:func:`bnpjax.infer.scaling.half_sample_mode`, the level most entries sit at); or
         ``"mean"``. A data-derived level is only an estimate: on the bars data the mode lies
-        0.15 above the true background of 0, and the sampler spends features on the
-        difference, so give the level when it is known.
+        0.15 above the true background of 0.
     standardize : bool
         False keeps ``X`` as given (``loc = 0``, ``scale = 1``, ``center`` not allowed): then
         the hyperpriors of :func:`make_hyper` and the factories' starting values
@@ -143,43 +158,43 @@ def make_data(X, mask=None, *, center=None, standardize: bool = True) -> IBPLGDa
             "rows (nothing can be learnt about their features)"
         )
     dtype = jnp.result_type(float)
-    loc, scale = _standardisation(X[mask], center, standardize)
+    loc, scale, background = _standardisation(np.asarray(X, np.float64), mask, center,
+                                              standardize)  # fmt: skip
     return IBPLGData(
         jnp.asarray(np.where(mask, (np.asarray(X, np.float64) - loc) / scale, 0.0), dtype),
         jnp.asarray(mask, dtype),
         jnp.asarray(np.flatnonzero(mask), jnp.int32),
         jnp.asarray(loc, dtype),
         jnp.asarray(scale, dtype),
+        jnp.asarray(background, dtype),
     )
 
 
-def _standardisation(values, center, standardize: bool) -> tuple[float, float]:
-    """``(loc, scale)`` of :func:`make_data`; warns when the entries sit far from ``loc``."""
+def _standardisation(X, mask, center, standardize: bool):
+    """``(loc, scale, background)`` of :func:`make_data`: the column means, the root mean
+    square about them, and the standardised level of ``center``."""
+    D = X.shape[1]
     if not standardize:
         if center is not None:
             raise ValueError("center needs standardize=True (the data are kept as given)")
-        return 0.0, 1.0
+        return np.zeros(D), 1.0, np.zeros(D)
+    values = X[mask]
     if isinstance(center, str) or center is None:
         if center not in ("mode", "mean", None):
             raise ValueError(f"center must be None, a number, 'mode' or 'mean', got {center!r}")
-        loc, scale = location_scale(values, center)
+        level = location_scale(values, center)[0]
     else:
         if not (isinstance(center, int | float | np.integer | np.floating)
                 and np.isfinite(center)):  # fmt: skip
             raise ValueError(f"center must be None, a number, 'mode' or 'mean', got {center!r}")
-        loc, scale = location_scale(np.asarray(values, np.float64) - float(center), None)
-        loc = float(center)
-    offset, spread = abs(float(np.mean(values)) - loc), float(np.std(values))
-    if offset > 100 * spread:
-        warnings.warn(
-            f"X's entries sit far from the model's zero (mean {offset + loc:.6g}, sd "
-            f"{spread:.3g}, center {loc:.6g}): the sampler will spend a feature on the "
-            "offset, and in float32 the variation is lost in rounding; pass center= the "
-            "background level (an entry no feature touches)",
-            UserWarning,
-            stacklevel=3,
-        )
-    return loc, scale
+        level = float(center)
+    counts = mask.sum(0)
+    # a column with nothing observed takes the overall mean (the factories refuse it when the
+    # offset is sampled: its offset would have no data)
+    loc = np.where(counts > 0, np.where(mask, X, 0.0).sum(0) / np.maximum(counts, 1),
+                   values.mean())  # fmt: skip
+    _, scale = location_scale((X - loc)[mask], None)
+    return loc, scale, (level - loc) / scale
 
 
 def _pair(value, name):
@@ -199,6 +214,7 @@ def make_hyper(
     alpha_prior=(1.0, 1.0),
     sigma_x_prior=(1.0, 1.0),
     sigma_a_prior=(1.0, 1.0),
+    offset_sd=None,
 ) -> IBPLGHyper:
     """The hyperpriors, in the units of the standardised data (see :func:`make_data`): the
     defaults put the noise and weight variances near 1, the data's own spread.
@@ -210,6 +226,11 @@ def make_hyper(
     sigma_x_prior, sigma_a_prior : (float, float)
         ``(shape, scale)`` of the inverse-Gamma priors of ``sigma_x^2`` and ``sigma_a^2``.
         Old names ``sigma_x``, ``sigma_a``.
+    offset_sd : float, optional
+        The sd of the N(0, offset_sd^2) prior of each column's offset, in standardised units
+        (about the column means). None, the default, is the flat prior, under which the fit
+        does not depend on where the data's origin is; a proper prior (for Geweke's test,
+        which draws from it) ties the offset towards the column means.
 
     Returns
     -------
@@ -218,12 +239,19 @@ def make_hyper(
     Raises
     ------
     ValueError
-        Naming the argument that is not a pair of positive numbers.
+        Naming the argument that is not a pair of positive numbers, or an ``offset_sd``
+        that is not positive.
     """
     values = [
         *_pair(alpha_prior, "alpha_prior"),
         *_pair(sigma_x_prior, "sigma_x_prior"),
         *_pair(sigma_a_prior, "sigma_a_prior"),
     ]
+    if offset_sd is None:
+        values.append(0.0)
+    elif is_positive_finite(offset_sd):
+        values.append(1.0 / float(offset_sd) ** 2)
+    else:
+        raise ValueError(f"offset_sd must be None (a flat prior) or positive, got {offset_sd!r}")
     dtype = jnp.result_type(float)
     return IBPLGHyper(*(jnp.asarray(v, dtype) for v in values))

@@ -87,6 +87,8 @@ def gibbs_block(
     factory = _SAMPLERS[sampler]
     settings = {
         **{f"sample_{f}": f not in given for f in _HYPER_FIELDS},
+        # the NumPyro model's likelihood is N(Z A, sigma_x): no offset, its zero is fixed
+        "sample_offset": False,
         "capacity": capacity,
         "trace_features": False,
         "pointwise_log_likelihood": False,

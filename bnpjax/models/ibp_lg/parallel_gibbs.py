@@ -77,7 +77,14 @@ def _parallel_step(data, hyper, key, state, *, kappa, flags):
     return finish_sweep((key_A, key_rest), data, hyper, state, Z, exceeded, shortfall, flags)
 
 
-def build_step(*, kappa: int = 10, sample_alpha=True, sample_sigma_x=True, sample_sigma_a=True):
+def build_step(
+    *,
+    kappa: int = 10,
+    sample_alpha=True,
+    sample_sigma_x=True,
+    sample_sigma_a=True,
+    sample_offset=True,
+):
     """One sweep as ``step(key, state, data, hyper) -> (state, info)``.
 
     Parameters
@@ -86,6 +93,8 @@ def build_step(*, kappa: int = 10, sample_alpha=True, sample_sigma_x=True, sampl
         Truncation of the number of new features per row.
     sample_alpha, sample_sigma_x, sample_sigma_a : bool
         Which hyperparameters the sweep resamples (the others keep the state's values).
+    sample_offset : bool
+        Whether the per-column offset is resampled (else it keeps the state's value).
 
     Returns
     -------
@@ -97,6 +106,7 @@ def build_step(*, kappa: int = 10, sample_alpha=True, sample_sigma_x=True, sampl
         sample_alpha=sample_alpha,
         sample_sigma_x=sample_sigma_x,
         sample_sigma_a=sample_sigma_a,
+        sample_offset=sample_offset,
     )
 
 
@@ -111,6 +121,7 @@ def parallel_gibbs(
     sample_alpha: bool = True,
     sample_sigma_x: bool = True,
     sample_sigma_a: bool = True,
+    sample_offset: bool = True,
     kappa: int = 10,
     capacity: int = 16,
     num_init_features: int = 10,
@@ -133,6 +144,10 @@ def parallel_gibbs(
         None: alpha fixed at ``alpha``. Default: the prior in ``hyper``, sampled.
     sample_alpha, sample_sigma_x, sample_sigma_a : bool
         Which hyperparameters are sampled.
+    sample_offset : bool
+        Sample each column's offset (flat prior; the fit is then the same whatever the data's
+        origin, see :func:`make_data`). False holds it at the data's background level
+        (``make_data(..., center=)``, default 0): the model without an offset.
     kappa : int
         Truncation of the number of new features per row.
     capacity : int
@@ -166,6 +181,7 @@ def parallel_gibbs(
         sample_alpha=sample_alpha,
         sample_sigma_x=sample_sigma_x,
         sample_sigma_a=sample_sigma_a,
+        sample_offset=sample_offset,
         kappa=kappa,
         capacity=capacity,
         num_init_features=num_init_features,

@@ -23,7 +23,7 @@ def _as_test(test, data: IBPLGData) -> IBPLGData:
     """``test`` as IBPLGData: an IBPLGData, or a pair ``(X, mask)`` whose True entries are the
     held-out entries (rows without any are allowed)."""
     if isinstance(test, IBPLGData):  # back to the data's units
-        X = np.asarray(test.X, np.float64) * float(test.scale) + float(test.loc)
+        X = np.asarray(test.X, np.float64) * float(test.scale) + np.asarray(test.loc, np.float64)
         mask = np.asarray(test.mask) > 0
     else:
         try:
@@ -38,21 +38,32 @@ def _as_test(test, data: IBPLGData) -> IBPLGData:
     if not np.all(np.isfinite(X[mask])):
         raise ValueError("test: X must be finite at the held-out entries")
     dtype = data.X.dtype
-    # in the units of the draws, relative to the training data's origin
+    # in the units of the draws, relative to the training data's column means
     return IBPLGData(
-        jnp.asarray(np.where(mask, X - float(data.loc), 0.0), dtype),
+        jnp.asarray(np.where(mask, X - np.asarray(data.loc, np.float64), 0.0), dtype),
         jnp.asarray(mask, dtype),
         jnp.asarray(np.flatnonzero(mask), jnp.int32),
     )
 
 
-def _arrays(draws, names):
+def _arrays(draws, names, data):
+    """The draws of ``names`` and the offset relative to the column means ``data.loc``, in the
+    data's units (a fit from before the offset existed: its data's zero)."""
     try:
-        return posterior_draws(draws, names)
+        arrays = posterior_draws(draws, names)
     except ValueError as err:
         if "lacks" in str(err):
             raise ValueError("the fit kept no features: sample with trace_features=True") from err
         raise
+    try:
+        offset = posterior_draws(draws, ["offset"])["offset"]
+    except ValueError:
+        offset = np.zeros((1, 1, data.X.shape[1]))
+    # relative to the column means, as the kernels hold it (in float32 an offset near 1e6 was
+    # traced to 7 digits, so far from its origin the difference keeps only what they hold)
+    relative = np.asarray(offset, np.float64) - np.asarray(data.loc, np.float64)
+    arrays["offset"] = np.broadcast_to(relative, (*arrays[names[0]].shape[:2], relative.shape[-1]))
+    return arrays
 
 
 def predict(draws, data: IBPLGData, test=None, *, key=None) -> np.ndarray:
@@ -69,7 +80,8 @@ def predict(draws, data: IBPLGData, test=None, *, key=None) -> np.ndarray:
         The held-out entries (True in ``mask``; the values are not used here). Default: the
         missing entries of ``data``.
     key : jax.Array, optional
-        Without it the means ``(Z A)_nd``; with it draws ``x_nd ~ N((Z A)_nd, sigma_x^2)``.
+        Without it the means ``offset_d + (Z A)_nd``; with it draws ``x_nd ~ N(offset_d +
+        (Z A)_nd, sigma_x^2)``.
 
     Returns
     -------
@@ -81,16 +93,17 @@ def predict(draws, data: IBPLGData, test=None, *, key=None) -> np.ndarray:
         missing = np.asarray(data.mask) == 0
         test = (np.zeros(missing.shape), missing)
     target = _as_test(test, data)
-    arrays = _arrays(draws, ["Z", "A", "sigma_x"])
+    arrays = _arrays(draws, ["Z", "A", "sigma_x"], data)
     observed = target.observed
     if key is not None:
         chain, draw = arrays["sigma_x"].shape[:2]
         arrays["index"] = np.arange(chain * draw).reshape(chain, draw)
 
-    loc = float(data.loc)
+    loc = jnp.asarray(np.broadcast_to(np.asarray(data.loc, np.float64), data.X.shape[1:]))
 
     def one(d):
-        mean = loc + (d["Z"].astype(d["A"].dtype) @ d["A"]).reshape(-1)[observed]
+        mean = loc + d["offset"] + d["Z"].astype(d["A"].dtype) @ d["A"]
+        mean = mean.reshape(-1)[observed]
         if key is None:
             return mean
         noise = jax.random.normal(jax.random.fold_in(key, d["index"]), mean.shape, mean.dtype)
@@ -100,7 +113,7 @@ def predict(draws, data: IBPLGData, test=None, *, key=None) -> np.ndarray:
 
 
 def log_likelihood(draws, data: IBPLGData, test=None) -> np.ndarray:
-    """Pointwise ``log N(x_nd | (Z A)_nd, sigma_x^2)`` for every posterior draw.
+    """Pointwise ``log N(x_nd | offset_d + (Z A)_nd, sigma_x^2)`` for every posterior draw.
 
     Parameters
     ----------
@@ -118,27 +131,33 @@ def log_likelihood(draws, data: IBPLGData, test=None) -> np.ndarray:
         Entries in row-major order.
     """
     _check_data(data)
-    if test is None:  # the observed entries, relative to the data's origin in its units
+    if test is None:  # the observed entries, relative to the column means, in the data's units
         target = data._replace(X=data.X * data.scale)
     else:
         target = _as_test(test, data)
-    arrays = _arrays(draws, ["Z", "A", "sigma_x"])
+    arrays = _arrays(draws, ["Z", "A", "sigma_x"], data)
     return map_draws(
         lambda d: entry_log_likelihood(
-            target.X, target.observed, d["Z"].astype(d["A"].dtype), d["A"], d["sigma_x"]
+            target.X - d["offset"],
+            target.observed,
+            d["Z"].astype(d["A"].dtype),
+            d["A"],
+            d["sigma_x"],
         ),
         arrays,
     )
 
 
 def feature_means(draws, data: IBPLGData) -> np.ndarray:
-    """``E[A | Z, X_obs, sigma] = (Z'Z + sigma_x^2 / sigma_a^2 I)^-1 Z'X`` per posterior draw,
-    per column of ``X`` over its observed rows (zero in inactive feature columns).
+    """``E[A | Z, X_obs, sigma, offset] = (Z'Z + sigma_x^2 / sigma_a^2 I)^-1 Z'(X - offset)``
+    per posterior draw, per column of ``X`` over its observed rows (zero in inactive feature
+    columns).
 
     Parameters
     ----------
     draws : arviz.InferenceData, dict or list
-        As in :func:`predict`; needs ``Z``, ``sigma_x`` and ``sigma_a``.
+        As in :func:`predict`; needs ``Z``, ``sigma_x`` and ``sigma_a`` (and ``offset``, read
+        as the data's zero when absent).
     data : IBPLGData
         The training data.
 
@@ -151,11 +170,13 @@ def feature_means(draws, data: IBPLGData) -> np.ndarray:
     Griffiths & Ghahramani (2011), sec. 5 (the posterior of ``A`` given ``Z``).
     """
     _check_data(data)
-    arrays = _arrays(draws, ["Z", "sigma_x", "sigma_a"])
+    arrays = _arrays(draws, ["Z", "sigma_x", "sigma_a"], data)
     X, mask = data.X, data.mask
+    scale = float(data.scale)
 
     def one(d):
         Z = d["Z"].astype(X.dtype)
+        X_less = X - d["offset"] / scale  # standardised
         ratio = (d["sigma_x"] / d["sigma_a"]) ** 2
         eye = jnp.eye(Z.shape[1], dtype=X.dtype)
 
@@ -163,6 +184,6 @@ def feature_means(draws, data: IBPLGData) -> np.ndarray:
             Zm = Z * m[:, None]
             return jnp.linalg.solve(Zm.T @ Z + ratio * eye, Zm.T @ x)
 
-        return jax.vmap(column, in_axes=(1, 1), out_axes=1)(X, mask)
+        return jax.vmap(column, in_axes=(1, 1), out_axes=1)(X_less, mask)
 
     return map_draws(one, arrays) * float(data.scale)  # in the data's units

@@ -315,6 +315,7 @@ def build_step(
     sample_alpha=True,
     sample_sigma_x=True,
     sample_sigma_a=True,
+    sample_offset=True,
 ):
     """One step as ``step(key, state, data, hyper) -> (state, info)``: ``num_moves``
     split-merge proposals, then a collapsed Gibbs sweep, ``A | Z, X`` and the hyperparameters.
@@ -327,6 +328,8 @@ def build_step(
         Truncation of the number of new features per row in the sweep.
     sample_alpha, sample_sigma_x, sample_sigma_a : bool
         Which hyperparameters the step resamples.
+    sample_offset : bool
+        Whether the per-column offset is resampled.
 
     Returns
     -------
@@ -338,6 +341,7 @@ def build_step(
         sample_alpha=sample_alpha,
         sample_sigma_x=sample_sigma_x,
         sample_sigma_a=sample_sigma_a,
+        sample_offset=sample_offset,
     )
 
 
@@ -353,6 +357,7 @@ def split_merge(
     sample_alpha: bool = True,
     sample_sigma_x: bool = True,
     sample_sigma_a: bool = True,
+    sample_offset: bool = True,
     kappa: int = 10,
     capacity: int = 16,
     num_init_features: int = 10,
@@ -377,6 +382,10 @@ def split_merge(
         Default: the prior in ``hyper``, sampled.
     sample_alpha, sample_sigma_x, sample_sigma_a : bool
         Which hyperparameters are sampled.
+    sample_offset : bool
+        Sample each column's offset (flat prior; the fit is then the same whatever the data's
+        origin, see :func:`make_data`). False holds it at the data's background level
+        (``make_data(..., center=)``, default 0): the model without an offset.
     kappa : int
         Truncation of the number of new features per row.
     capacity : int
@@ -410,6 +419,7 @@ def split_merge(
         sample_alpha=sample_alpha,
         sample_sigma_x=sample_sigma_x,
         sample_sigma_a=sample_sigma_a,
+        sample_offset=sample_offset,
         kappa=kappa,
         capacity=capacity,
         num_init_features=num_init_features,

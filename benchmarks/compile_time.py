@@ -1,0 +1,307 @@
+"""Compile time against run time, per model and per compiled program, in fresh processes.
+
+Every measurement is a fresh Python process (``--worker``), so that nothing compiled before
+is reused except through the persistent compilation cache (:mod:`bnpjax.compilation_cache`).
+Each case runs twice in a new, empty cache folder: the first process compiles everything
+(``empty``), the second finds the programs on disk (``warm``). With ``--opt-levels default,1``
+every case is repeated under ``XLA_FLAGS=--xla_backend_optimization_level=1`` (LLVM's
+optimisation level 1 instead of XLA's default 2; the test suite uses 1), in a cache folder of
+its own; ``default`` is XLA's own level everywhere (``BNPJAX_XLA_CPU_OPT_LEVEL=default``) and
+``bnpjax`` what bnpjax does unless told otherwise (level 1 for the driver's programs on the CPU,
+:mod:`bnpjax.infer.programs`).
+
+Per compiled program of the driver (``init``, the ``warmup`` chunk when warmup has its own
+program, the ``sample`` chunk) the worker records the seconds spent tracing and lowering the
+program to XLA (``trace_s``), compiling it or loading it from the cache (``compile_s``) and
+running it (``run_s``). FM cases also time the prediction (``predict``: the first call, which
+compiles, against a second one) and run a second fit of the same shapes in the same process
+(``refit_s``: no compilation). ``other_compile_s`` is what JAX compiled outside the driver's
+programs (eager operations while the data are laid out, the prediction), from JAX's own
+monitoring events. ``first_fit_s`` is the wall time of the first fit, compile included, the
+time a user waits.
+
+Cases: ``fm100k`` (ML-100K u1, user and item one-hot, rank 10, 200 sweeps, 150 kept),
+``fm1m`` (the ML-1M ratings here, 90/10 split seed 0, rank 32, same sweeps), and
+``demo-MODEL`` for every ``bnpjax demo`` (its default settings, plots written to a temporary
+folder). ``--peer`` adds myFM (``pip install myfm``) on the FM cases, also in fresh processes:
+it has nothing to compile, so its first fit is its only fit.
+
+    python benchmarks/compile_time.py                         # FM cases, default opt level
+    python benchmarks/compile_time.py --cases fm100k --opt-levels default,1 --peer
+    python benchmarks/compile_time.py --cases demo-ibp,demo-fm,demo-linreg,demo-m3f,demo-ilfm
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+OPT_FLAG = "--xla_backend_optimization_level"
+DEMOS = ("fm", "ibp", "ilfm", "linreg", "m3f", "wmmsb")
+
+
+# --------------------------------------------------------------------------------------------
+# the worker: one fresh process, one case
+
+
+def _instrument():
+    """Record per driver program the trace/lower, compile and run seconds, and JAX's own
+    compile events. Wraps ``bnpjax.infer.driver._compiled`` (the driver's only way to a
+    program) with the same logic plus timers."""
+    import jax
+
+    from bnpjax.infer import driver, programs
+
+    events: dict[str, float] = {}
+    counts: dict[str, int] = {}
+
+    def on_duration(name, seconds, **_):
+        events[name] = events.get(name, 0.0) + seconds
+
+    def on_event(name, **_):
+        counts[name] = counts.get(name, 0) + 1
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    jax.monitoring.register_event_listener(on_event)
+    per_program: dict[str, dict[str, float]] = {}
+    original = driver._compiled
+
+    def timed(name, fn, static_key, args, timings, out_shardings=None):
+        label = name if name != "chunk" else ("warmup" if static_key[-1] else "sample")
+        key = (name, static_key, programs._aval_key(args))
+        if key in programs._COMPILED:
+            return original(name, fn, static_key, args, timings, out_shardings)
+        t0 = time.perf_counter()
+        jitted = jax.jit(fn) if out_shardings is None else jax.jit(fn, out_shardings=out_shardings)
+        lowered = jitted.lower(*args)
+        t1 = time.perf_counter()
+        program = lowered.compile()
+        t2 = time.perf_counter()
+        programs._COMPILED[key] = program
+        programs._COMPILE_COUNT += 1
+        timings["compile_s"] = timings.get("compile_s", 0.0) + t2 - t0
+        entry = per_program.setdefault(label, {"trace_s": 0.0, "compile_s": 0.0, "programs": 0})
+        entry["trace_s"] += t1 - t0
+        entry["compile_s"] += t2 - t1
+        entry["programs"] += 1
+        return program
+
+    driver._compiled = timed
+    run = driver.run
+
+    def timed_run(*args, **kwargs):  # run seconds per program, from the driver's timings
+        result = run(*args, **kwargs)
+        warmup_label = "warmup" if "warmup" in per_program else "sample"
+        phases = (("init", "init_s"), (warmup_label, "warmup_s"), ("sample", "sampling_s"))
+        for label, key in phases:
+            entry = per_program.setdefault(label, {"trace_s": 0.0, "compile_s": 0.0, "programs": 0})
+            entry["run_s"] = entry.get("run_s", 0.0) + result.timings.get(key, 0.0)
+        return result
+
+    driver.run = timed_run
+    return per_program, events, counts
+
+
+def _fm_setting(name):
+    sys.path.insert(0, os.path.dirname(__file__))
+    from fm_movielens import setting_data
+
+    return setting_data({"fm100k": "ml100k", "fm1m": "ml1m"}[name])
+
+
+def _worker_fm(case: str, peer: bool) -> dict:
+    import numpy as np
+
+    setting = _fm_setting(case)
+    X, y, X_test, y_test, rank = (setting[k] for k in ("X", "y", "X_test", "y_test", "rank"))
+    if peer:
+        import myfm
+
+        t0 = time.perf_counter()
+        model = myfm.MyFMRegressor(rank=rank, random_seed=0).fit(
+            X, y, n_iter=200, n_kept_samples=150
+        )
+        fit_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        yhat = model.predict(X_test)
+        return {
+            "first_fit_s": fit_s,
+            "predict_s": time.perf_counter() - t0,
+            "rmse": float(np.sqrt(np.mean((yhat - y_test) ** 2))),
+        }
+    per_program, events, counts = _instrument()
+    from bnpjax.fm import FMRegressor
+
+    t0 = time.perf_counter()
+    model = FMRegressor(rank=rank, random_state=0).fit(X, y, n_iter=200, n_kept_samples=150)
+    first = time.perf_counter() - t0
+    timings = dict(model.timings_)
+    driver_compile = sum(p["trace_s"] + p["compile_s"] for p in per_program.values())
+    t0 = time.perf_counter()
+    yhat = model.predict(X_test)
+    predict_first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model.predict(X_test)
+    predict_again = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    FMRegressor(rank=rank, random_state=1).fit(X, y, n_iter=200, n_kept_samples=150)
+    refit = time.perf_counter() - t0
+    for label, run_key in (("init", "init_s"), ("warmup", "warmup_s"), ("sample", "sampling_s")):
+        if label in per_program:
+            per_program[label]["run_s"] = timings.get(run_key, 0.0)
+    if "warmup" not in per_program:  # warmup ran with the sampling program
+        per_program["sample"]["run_s"] += timings.get("warmup_s", 0.0)
+    per_program["predict"] = {
+        "trace_s": 0.0,
+        "compile_s": predict_first - predict_again,
+        "run_s": predict_again,
+        "programs": 1,
+    }
+    backend = events.get("/jax/core/compile/backend_compile_duration", 0.0)
+    return {
+        "first_fit_s": first,
+        "refit_s": refit,
+        "programs": per_program,
+        "driver_compile_s": driver_compile,
+        "jax_backend_compile_s": backend,
+        "cache_hits": counts.get("/jax/compilation_cache/cache_hits", 0),
+        "cache_misses": counts.get("/jax/compilation_cache/cache_misses", 0),
+        "rmse": float(np.sqrt(np.mean((yhat - y_test) ** 2))),
+        "sweeps": 200,
+    }
+
+
+def _worker_demo(model: str) -> dict:
+    import contextlib
+    import io
+
+    per_program, events, counts = _instrument()
+    from bnpjax.cli import main
+
+    with tempfile.TemporaryDirectory() as out_dir:
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            status = main(["demo", model, "--out-dir", out_dir])
+        total = time.perf_counter() - t0
+    if status:
+        raise RuntimeError(f"bnpjax demo {model} exited with {status}")
+    return {
+        "first_fit_s": total,
+        "programs": per_program,
+        "driver_compile_s": sum(p["trace_s"] + p["compile_s"] for p in per_program.values()),
+        "jax_backend_compile_s": events.get("/jax/core/compile/backend_compile_duration", 0.0),
+        "cache_hits": counts.get("/jax/compilation_cache/cache_hits", 0),
+        "cache_misses": counts.get("/jax/compilation_cache/cache_misses", 0),
+    }
+
+
+def worker(case: str, peer: bool) -> None:
+    out = _worker_demo(case[5:]) if case.startswith("demo-") else _worker_fm(case, peer)
+    print("RESULT " + json.dumps(out))
+
+
+# --------------------------------------------------------------------------------------------
+# the parent: fresh processes, cache folders, table
+
+
+def _spawn(case: str, cache: str, opt: str, peer: bool = False) -> dict:
+    env = dict(os.environ, BNPJAX_CACHE_DIR=cache, JAX_PLATFORMS="cpu")
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    flags = " ".join(f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(OPT_FLAG))
+    env.pop("BNPJAX_XLA_CPU_OPT_LEVEL", None)
+    if opt == "default":  # XLA's own level everywhere
+        env["BNPJAX_XLA_CPU_OPT_LEVEL"] = "default"
+    elif opt != "bnpjax":  # this level everywhere (eager operations too)
+        flags = f"{flags} {OPT_FLAG}={opt}"
+    env["XLA_FLAGS"] = flags.strip()
+    command = [sys.executable, __file__, "--worker", case] + (["--peer"] if peer else [])
+    t0 = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode:
+        raise RuntimeError(f"worker {case} failed:\n{done.stderr[-3000:]}")
+    line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    result = json.loads(line[len("RESULT ") :])
+    result["process_s"] = wall
+    return result
+
+
+def _median(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", default="fm100k,fm1m")
+    parser.add_argument("--opt-levels", default="default")
+    parser.add_argument("--repeats", type=int, default=1, help="cache folders per case")
+    parser.add_argument("--peer", action="store_true", help="myFM on the FM cases")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.peer)
+        return
+    import jax
+
+    import bnpjax
+
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}")
+    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, jax {jax.__version__}, "
+          f"bnpjax {bnpjax.__version__}")  # fmt: skip
+    print("s: seconds; every row is a median over --repeats fresh processes")
+    for case in args.cases.split(","):
+        peer = None
+        if args.peer and case.startswith("fm"):
+            peer = [_spawn(case, "off", "default", peer=True) for _ in range(args.repeats)]
+            print(f"\n== {case}: myFM first fit {_median([p['first_fit_s'] for p in peer]):.2f} s"
+                  f" (RMSE {peer[0]['rmse']:.4f})")  # fmt: skip
+        for opt in args.opt_levels.split(","):
+            runs: dict[str, list] = {"empty": [], "warm": []}
+            for _ in range(args.repeats):
+                with tempfile.TemporaryDirectory() as cache:
+                    runs["empty"].append(_spawn(case, cache, opt))
+                    runs["warm"].append(_spawn(case, cache, opt))
+            _report(case, opt, runs, peer)
+
+
+def _report(case, opt, runs, peer) -> None:
+    print(f"\n== {case}, LLVM opt level {opt}")
+    print(f"{'cache':6} {'program':8} {'n':>2} {'trace s':>8} {'compile s':>9} {'run s':>7}")
+    for state, results in runs.items():
+        labels = list(results[0]["programs"])
+        for label in labels:
+            rows = [r["programs"][label] for r in results]
+            print(
+                f"{state:6} {label:8} {rows[0]['programs']:>2} "
+                f"{_median([x['trace_s'] for x in rows]):8.2f} "
+                f"{_median([x['compile_s'] for x in rows]):9.2f} "
+                f"{_median([x.get('run_s', float('nan')) for x in rows]):7.2f}"
+            )
+    for state, results in runs.items():
+        first = _median([r["first_fit_s"] for r in results])
+        line = (
+            f"RESULT {case} opt={opt} cache={state}: first fit {first:.2f} s, driver compile "
+            f"{_median([r['driver_compile_s'] for r in results]):.2f} s, XLA backend compile "
+            f"{_median([r['jax_backend_compile_s'] for r in results]):.2f} s, cache hits "
+            f"{results[0]['cache_hits']}, misses {results[0]['cache_misses']}"
+        )
+        if "refit_s" in results[0]:
+            line += f", refit {_median([r['refit_s'] for r in results]):.2f} s"
+        if "sweeps" in results[0]:
+            run = _median([r["programs"]["sample"]["run_s"] for r in results])
+            line += f", {1e3 * run / results[0]['sweeps']:.1f} ms/sweep"
+        if peer:
+            theirs = _median([p["first_fit_s"] for p in peer])
+            line += f"; myFM {theirs:.2f} s, ratio {first / theirs:.2f}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
