@@ -95,9 +95,10 @@ class SCVB0Info(NamedTuple):
     done: jax.Array
 
 
-def _gamma_batch(theta, stats, i, j, y, likelihood):
-    """gamma for a batch of pairs from inclusive statistics (no self-exclusion) and
-    memberships ``theta`` (``N_i + alpha``, any scale per row); ``y=None`` for zero pairs.
+def _gamma_batch(theta_i, theta_j, stats, y, likelihood):
+    """gamma for a batch of pairs from inclusive statistics (no self-exclusion) and the
+    pairs' memberships ``theta_i``, ``theta_j`` (``N_i + alpha``, any scale per row);
+    ``y=None`` for zero pairs.
     ``(..., K, K)``: used where the predictive depends on each pair's count (nb / bg links);
     :func:`_pair_roles` gives the sums of shared-table pairs without forming it."""
     n_y, n_phi, hr, hp = stats
@@ -106,7 +107,7 @@ def _gamma_batch(theta, stats, i, j, y, likelihood):
         if y is None
         else _log_pred(y[..., None, None], n_y, n_phi, hr, hp, likelihood)
     )
-    logits = jnp.log(theta[i])[..., :, None] + jnp.log(theta[j])[..., None, :] + lpred
+    logits = jnp.log(theta_i)[..., :, None] + jnp.log(theta_j)[..., None, :] + lpred
     shape = logits.shape
     return jax.nn.softmax(logits.reshape((*shape[:-2], -1)), -1).reshape(shape)
 
@@ -198,22 +199,28 @@ def _minibatch(data, hyper, state, key, nodes, *, likelihood, draws, max_degree,
     )
     zobs = zobs.astype(dtype)
     n_y, n_phi, hr, hp = state.n_y, state.n_phi, state.r, state.p
-    theta = state.n_node + hyper.alpha  # gamma is invariant to each row's scale
+
+    def theta(idx):
+        # N_i + alpha of the gathered rows only (adding alpha to the whole (N, K) state
+        # first wrote an N K array a step); gamma is invariant to each row's scale
+        return state.n_node[idx] + hyper.alpha
+
+    theta_li, theta_lj = theta(li), theta(lj)
     pairs_n = jnp.where(data.directed, N * (N - 1.0), N * (N - 1.0) / 2)
     wz_global = pairs_n / (batch * draws) * zobs
     wl_global = N / (2.0 * batch) * lw
     # zeros: one predictive table for all, so no (B, D, K, K) gammas are formed
     zi_role, zj_role, z_block = _pair_roles(
-        theta[zi], theta[zj], _log_pred_zero(n_y, n_phi, hr, hp, likelihood), wz_global
+        theta(zi), theta(zj), _log_pred_zero(n_y, n_phi, hr, hp, likelihood), wz_global
     )
     if likelihood == "bernoulli":
         # a link's predictive is one of two tables (y = 1, or an explicit y = 0)
         y1 = (ly > 0).astype(dtype)
         lp1 = _log_pred(jnp.ones((), dtype), n_y, n_phi, hr, hp, likelihood)
-        one_i, one_j, n_y_hat = _pair_roles(theta[li], theta[lj], lp1, wl_global * y1)
+        one_i, one_j, n_y_hat = _pair_roles(theta_li, theta_lj, lp1, wl_global * y1)
         nil_i, nil_j, nil_block = _pair_roles(
-            theta[li],
-            theta[lj],
+            theta_li,
+            theta_lj,
             _log_pred_zero(n_y, n_phi, hr, hp, likelihood),
             wl_global * (1 - y1),
         )
@@ -221,7 +228,7 @@ def _minibatch(data, hyper, state, key, nodes, *, likelihood, draws, max_degree,
         lj_role = jnp.where(y1[..., None] > 0, one_j, nil_j)
         n_phi_hat = n_y_hat + nil_block
     else:  # nb / bg: each link's predictive depends on its count
-        gl = _gamma_batch(theta, (n_y, n_phi, hr, hp), li, lj, ly, likelihood)
+        gl = _gamma_batch(theta_li, theta_lj, (n_y, n_phi, hr, hp), ly, likelihood)
         n_y_hat = jnp.einsum("bd,bd,bdkl->kl", wl_global, ly, gl)
         n_phi_hat = jnp.einsum("bd,bdkl->kl", wl_global, gl)
         li_role, lj_role = gl.sum(-1), gl.sum(-2)
