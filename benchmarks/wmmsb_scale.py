@@ -17,6 +17,7 @@ their planted probability. Peak memory is the process's maximum resident set siz
 from __future__ import annotations
 
 import argparse
+import itertools
 import resource
 import time
 
@@ -87,13 +88,14 @@ def main(argv=None):
     parser.add_argument("--K", type=int, default=20)
     parser.add_argument("--degree", type=float, default=20.0)
     parser.add_argument("--within", type=float, default=0.8)
-    parser.add_argument("--passes", type=float, default=10.0)
+    parser.add_argument("--passes", type=float, default=40.0)
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--draws", type=int, default=64)
     parser.add_argument("--links-per-node", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tau", type=float, default=16.0, help="step size (tau + t)^-kappa")
     parser.add_argument("--kappa", type=float, default=0.5)
+    parser.add_argument("--kappa-node", type=float, default=None, help="node step exponent")
     parser.add_argument(
         "--node-update",
         choices=["solve", "pass"],
@@ -103,6 +105,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     print(f"backend {jax.default_backend()}, K={args.K}, degree {args.degree}")
     print("nodes      edges      AUC    truth  s/pass  s/1% edges  peak MiB  compile s")
+    rows = []
     for N in args.sizes:
         rng = np.random.default_rng(args.seed)
         src, dst, z, p_in, p_out = planted(rng, N, args.K, args.degree, args.within)
@@ -127,6 +130,7 @@ def main(argv=None):
             node_update=args.node_update,
             tau=args.tau,
             kappa=args.kappa,
+            kappa_node=args.kappa_node,
             pointwise_log_likelihood=False,
         )
         chunk = max(1, round(args.passes * N / args.batch / 10))
@@ -150,10 +154,14 @@ def main(argv=None):
         truth = roc_auc(t_y, np.where(z[t_src] == z[t_dst], p_in, p_out))
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(
-            f"{N:<10d} {src.shape[0]:<10d} {auc:.3f}  {truth:.3f}  {per_pass:6.1f}  "
+            f"{N:<10d} {src.shape[0]:<10d} {auc:.3f}  {truth:.3f}  {per_pass:6.2f}  "
             f"{per_pass / 100:10.3f}  {peak:8.0f}  {compile_s:8.1f}",
             flush=True,
         )
+        rows.append((src.shape[0], per_pass))
+    # growth of the cost of a pass with the number of edges (1: linear)
+    for (e0, s0), (e1, s1) in itertools.pairwise(rows):
+        print(f"edges {e0} -> {e1}: s/pass grows as edges^{np.log(s1 / s0) / np.log(e1 / e0):.2f}")
 
 
 if __name__ == "__main__":

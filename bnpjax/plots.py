@@ -97,11 +97,12 @@ def plot_thresholds(
     var_name: str = "theta",
     *,
     interval: float = 0.9,
+    max_users: int = 60,
     title: str = "user thresholds: posterior mean and interval",
 ):
-    """Per-user ordinal thresholds (M3F's ``theta``) as posterior intervals: one band per
-    threshold, users on the x axis sorted by their mean threshold, instead of one trace per
-    user and threshold.
+    """Per-user ordinal thresholds (M3F's ``theta``) as posterior intervals: a point (the
+    mean) and a bar (the interval) per user and threshold, users on the x axis sorted by
+    their mean threshold, instead of one trace per user and threshold.
 
     Parameters
     ----------
@@ -110,7 +111,10 @@ def plot_thresholds(
     var_name : str
         The thresholds' variable.
     interval : float
-        The central posterior probability of each band.
+        The central posterior probability of each bar.
+    max_users : int
+        With more users than this, evenly spaced ones in the sorted order are drawn (a
+        thousand intervals side by side read as noise); the x axis says which.
     title : str
         The figure's title.
 
@@ -126,16 +130,28 @@ def plot_thresholds(
     tail = (1 - interval) / 2
     low, high = np.quantile(theta, [tail, 1 - tail], axis=0)
     order = np.argsort(mean.mean(1))
-    x = np.arange(len(order))
+    num_users, num_thresholds = mean.shape
+    shown = np.unique(np.linspace(0, num_users - 1, min(num_users, max_users)).round().astype(int))
+    users = order[shown]
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    colors = plt.cm.viridis(np.linspace(0.1, 0.9, mean.shape[1]))
-    for level in range(mean.shape[1]):
-        ax.fill_between(x, low[order, level], high[order, level], color=colors[level], alpha=0.3)
+    colors = plt.cm.viridis(np.linspace(0.1, 0.9, num_thresholds))
+    for level in range(num_thresholds):
+        m = mean[users, level]
+        bars = np.stack([m - low[users, level], high[users, level] - m])
+        offset = (level - (num_thresholds - 1) / 2) * 0.12  # side by side where they overlap
         label = f"between levels {level + 1} and {level + 2}"
-        ax.plot(x, mean[order, level], color=colors[level], lw=1.2, label=label)
-    ax.set_xlabel(f"user (sorted by mean threshold; {len(x)} users)")
-    ax.set_ylabel(f"threshold {var_name}")
-    ax.set_title(f"{title} ({interval:.0%} bands, {theta.shape[0]} draws)")
+        ax.errorbar(np.arange(len(users)) + offset, m, yerr=bars, fmt="o", ms=3, lw=1,
+                    color=colors[level], label=label)  # fmt: skip
+    ax.set_xticks([])
+    if len(users) < num_users:
+        which = f"{len(users)} of {num_users} users, evenly spaced"
+    else:
+        which = f"{num_users} users"
+    ax.set_xlabel(f"user, sorted by mean threshold ({which})")
+    ax.set_ylabel(f"threshold {var_name} (score units)")
+    ax.set_title(
+        f"{title}\n(points: means; bars: {interval:.0%} intervals; {theta.shape[0]} draws)"
+    )
     ax.legend(fontsize="small", loc="upper left")
     fig.tight_layout()
     return fig

@@ -66,3 +66,22 @@ def test_cpu_programs_compile_at_llvm_level_1_unless_told_otherwise(monkeypatch)
     # the user's XLA flag wins (the test suite sets one)
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
     assert programs.compiler_options() is None
+
+
+def test_import_sets_llvm_level_1_for_the_cpu_unless_told_otherwise():
+    def flags_after_import(**extra):
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("XLA_FLAGS", "BNPJAX_XLA_CPU_OPT_LEVEL")
+        }
+        env.update(extra, JAX_PLATFORMS="cpu", BNPJAX_CACHE_DIR="off")
+        program = "import os, bnpjax; print(os.environ.get('XLA_FLAGS'))"
+        out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                             text=True, check=True)  # fmt: skip
+        return out.stdout.strip().splitlines()[-1]
+
+    assert flags_after_import() == "--xla_backend_optimization_level=1"
+    assert flags_after_import(BNPJAX_XLA_CPU_OPT_LEVEL="default") == "None"
+    mine = "--xla_backend_optimization_level=2"
+    assert flags_after_import(XLA_FLAGS=mine) == mine

@@ -21,12 +21,15 @@ SHORT = {
     "numpyro_composition": {"NUM_OBS": 30, "NUM_SAMPLES": 30, "NUM_WARMUP": 30, "NUM_CHAINS": 1},
     "ilfm_nations": {"NUM_SAMPLES": 40, "NUM_WARMUP": 20},
     "wmmsb_fb_uc": {"NUM_PASSES": 20, "NUM_DRAWS": 20},
+    "m3f_movielens": {"RANK": 5, "NUM_WARMUP": 10, "NUM_SAMPLES": 10},
+    "devices_and_gpu": {"NUM_SAMPLES": 20, "NUM_WARMUP": 10, "NUM_OBS": 40},
 }
 #: the real data a notebook reads, by notebook: (loader in bnpjax.datasets, its arguments)
 DATA = {
     "fm_movielens": ("movielens", ("ml-100k",)),
     "ilfm_nations": ("nations", ()),
     "wmmsb_fb_uc": ("load_network", ("fb_uc",)),
+    "m3f_movielens": ("movielens", ("ml-100k",)),
 }
 #: the longest a notebook may take at the short settings
 LIMIT_S = 60

@@ -69,6 +69,9 @@ def test_plot_trace_and_thresholds(tmp_path):
     theta = np.sort(rng.normal(size=(2, 20, 7, 4)), axis=-1)
     fig = plots.plot_thresholds(az.from_dict(posterior={"theta": theta}))
     (ax,) = fig.axes
-    assert len(ax.collections) == 4 and len(ax.get_lines()) == 4  # one band per threshold
+    assert len(ax.collections) == 4 and len(ax.get_lines()) == 4  # one set of bars per threshold
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
     _saves(fig, tmp_path, "thresholds.png")
+    fig = plots.plot_thresholds(az.from_dict(posterior={"theta": theta}), max_users=3)
+    assert len(fig.axes[0].get_lines()[0].get_xdata()) == 3  # 3 of the 7 users
+    assert "3 of 7 users" in fig.axes[0].get_xlabel()

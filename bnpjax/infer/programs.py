@@ -7,9 +7,12 @@ second fit with data of the same shapes and dtypes reuses the program. The cache
 
 On the CPU the programs are compiled at LLVM's optimisation level 1 instead of XLA's default
 (2): measured on every demo and on the FM MovieLens fits (``benchmarks/compile_time.py``,
-docs/benchmarks.md "Compile time"), it cuts compile time by 10-40 % and leaves run time
+docs/benchmarks.md "Compile time"), the level set by ``XLA_FLAGS`` (what ``import bnpjax``
+does, :mod:`bnpjax.compilation_cache`) cuts compile time by 10-40 % and leaves run time
 unchanged within noise, since these kernels spend their time in gathers, scatters and LAPACK
-calls rather than in loops LLVM would vectorise better. ``BNPJAX_XLA_CPU_OPT_LEVEL`` sets
+calls rather than in loops LLVM would vectorise better. Passed here as a compile option it
+saves only about 3 %; it stays for processes whose backend started before bnpjax was
+imported. ``BNPJAX_XLA_CPU_OPT_LEVEL`` sets
 another level (``default``: XLA's own); an ``--xla_backend_optimization_level`` in
 ``XLA_FLAGS`` wins over both. The level is part of the persistent cache's key.
 """

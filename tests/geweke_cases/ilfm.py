@@ -12,6 +12,7 @@ import numpy as np
 
 from bnpjax.infer.base import bind
 from bnpjax.models import ilfm
+from bnpjax.models.ilfm.entity_scan import laplace_weights
 from bnpjax.models.ilfm.gibbs import _step
 from bnpjax.models.ilfm.joint import _logits, _offset, per_relation
 from bnpjax.testing import GewekeCase
@@ -77,6 +78,30 @@ def broken_gibbs(data, hyper, **settings):
         return new, info._replace(capacity_exceeded=jnp.zeros_like(info.capacity_exceeded))
 
     return algorithm._replace(step=step)
+
+
+def _uncorrected_laplace(*args, **kwargs):
+    """The data-informed birth weights with the MH ratio left at the likelihood ratio, as if
+    the proposal were the prior: its q/p factors dropped."""
+    return laplace_weights(*args, **kwargs, correct=False)
+
+
+def broken_birth_gibbs(data, hyper, **settings):
+    """:func:`ilfm.gibbs` whose new-feature weights come from Laplace fits but whose MH ratio
+    omits the proposal's densities."""
+    algorithm = ilfm.gibbs(data, hyper, **settings)
+    moves = {k: settings[k] for k in ("kappa", "num_leapfrog", "weights", "likelihood")}
+    step = bind(
+        _step, data, hyper, mode=settings.get("mode", "global"), adapt=False,
+        birth=_uncorrected_laplace, **moves,
+    )  # fmt: skip
+
+    def broken_step(key, state):
+        # the slip inflates K+ past the buffer too (see broken_gibbs)
+        new, info = step(key, state)
+        return new, info._replace(capacity_exceeded=jnp.zeros_like(info.capacity_exceeded))
+
+    return algorithm._replace(step=broken_step)
 
 
 def _settings(weights, likelihood):

@@ -91,28 +91,35 @@ def test_bad_sparse_matrices_are_refused():
     assert not bool(data.directed) and np.asarray(data.y).tolist() == [2.0, 1.0]
 
 
-def _small_network(keep):
-    """12 nodes, directed counts, 3 held-out pairs; the same pairs as listed zeros (full
-    pass) and as implicit zeros (minibatches)."""
+def _small_network(keep, likelihood="nb"):
+    """12 nodes, directed counts (0/1 for bernoulli), 3 held-out pairs; the same pairs as
+    listed zeros (full pass) and as implicit zeros (minibatches)."""
     Y, held = planted(3, N=12, directed=True, within=1.5, between=0.2)
+    if likelihood == "bernoulli":
+        Y = (Y > 0).astype(int)
     ii, jj = np.nonzero((Y > 0) & ~held)
     ui, uj = np.nonzero(held)
     kw = dict(directed=True, unobserved=np.stack([ui, uj], 1), keep=keep, hash_seed=5)
+    kw["likelihood"] = likelihood
     listed = wmmsb.make_network(12, ii, jj, Y[ii, jj], zeros="list", **kw)
     implicit = wmmsb.make_network(12, ii, jj, Y[ii, jj], zeros="none", **kw)
     return listed, implicit
 
 
 @functools.lru_cache
-def _minibatches(batch, draws, num):
-    listed, implicit = _small_network(keep=0.7)
-    hyper = wmmsb.make_hyper(2, likelihood="nb")
-    state = wmmsb.scvb0(implicit, hyper, likelihood="nb", batch=batch).init(jax.random.key(1))
-    settings = dict(likelihood="nb", batch=batch, draws=draws, max_degree=4, search_steps=5)
+def _minibatches(batch, draws, num, likelihood="nb"):
+    listed, implicit = _small_network(keep=0.7, likelihood=likelihood)
+    hyper = wmmsb.make_hyper(2, likelihood=likelihood)
+    algorithm = wmmsb.scvb0(implicit, hyper, likelihood=likelihood, batch=batch)
+    state = algorithm.init(jax.random.key(1))
+    settings = dict(likelihood=likelihood, draws=draws, max_degree=4, search_steps=5)
 
     def one(key):
-        nodes, n_y, n_phi, links, zeros = scvb0_module._minibatch(
-            implicit, hyper, state, key, **settings
+        # a uniform subset of the nodes, as each step's slice of an epoch's permutation is
+        k_nodes, key = jax.random.split(key)
+        nodes = jax.random.choice(k_nodes, 12, (batch,), replace=False)
+        n_y, n_phi, links, zeros = scvb0_module._minibatch(
+            implicit, hyper, state, key, nodes, **settings
         )
         rows = jnp.zeros_like(state.n_node).at[nodes].add(links + zeros) * (12 / batch)
         return n_y, n_phi, rows
@@ -124,7 +131,7 @@ def _minibatches(batch, draws, num):
         hyper,
         None,
         cvb0_module.CVB0State(None, None, state.n_node, state.n_y, state.n_phi, state.r, state.p),
-        likelihood="nb",
+        likelihood=likelihood,
         chunk=64,
         store=False,
     )[0]
@@ -143,16 +150,52 @@ def _max_z(estimates, full):
     return float(np.max(np.concatenate([a.ravel() for a in z])))
 
 
-def test_the_minibatch_estimates_are_unbiased():
+@pytest.mark.parametrize("likelihood", ["nb", "bernoulli"])
+def test_the_minibatch_estimates_are_unbiased(likelihood):
     """The mean over 20000 minibatches (4 of 12 nodes, 6 partner draws each; links sampled
     beyond 4 per node, zeros hashed at keep = 0.7, 3 held-out pairs) equals the full CVB0
     pass over every observed pair: block statistics and node rows (32 z-scores of Monte
     Carlo error, max |z| < 4.5: a 1% false-alarm rate). The same test catches a 10% bias
-    in the link weight (its broken twin)."""
-    est, full = _minibatches(4, 6, 20_000)
+    in the link weight (its broken twin). nb forms each link's gammas; bernoulli (and the
+    zeros of both) goes through the factorised sums of ``_pair_roles``."""
+    est, full = _minibatches(4, 6, 20_000, likelihood)
     assert _max_z(est, full) < 4.5
     broken = [est[0] * 1.1, est[1], est[2]]
     assert _max_z(broken, full) > 8
+
+
+def test_each_epoch_visits_every_node_once():
+    """A step's nodes are the next slice of the epoch's pseudo-random permutation: the
+    ``N // batch`` steps of an epoch visit distinct nodes in range (70001 nodes in a Feistel
+    domain of ``4**9 = 262144``: most positions cycle-walk back into ``[0, N)``), and the
+    next epoch takes another order."""
+    order_of = jax.jit(scvb0_module._epoch_nodes, static_argnums=(2, 3))
+    for N, batch in [(10, 3), (1000, 512), (70_001, 4096)]:
+        steps = N // batch
+        epoch = [order_of(jnp.uint32(7), jnp.int32(t), N, batch) for t in range(2 * steps)]
+        first = np.concatenate([np.asarray(e) for e in epoch[:steps]])
+        second = np.concatenate([np.asarray(e) for e in epoch[steps:]])
+        for order in (first, second):
+            assert np.unique(order).shape[0] == steps * batch
+            assert order.min() >= 0 and order.max() < N
+        assert not np.array_equal(first, second)
+
+
+def test_pair_uniform_keys_do_not_wrap():
+    """Up to 46340 nodes ``pair_uniform`` is the historic ``hash_uniform(i * N + j)`` (the
+    same subsamples); beyond, two pairs whose key ``i * N + j`` is equal modulo ``2**32``
+    (which shared one decision) get independent uniforms."""
+    i, j = np.array([3, 70]), np.array([9, 41])
+    assert np.array_equal(wmmsb.pair_uniform(i, j, 1000, 5), wmmsb.hash_uniform(i * 1000 + j, 5))
+    N = 100_000
+    key = 12_345 * N + 678
+    i2, j2 = divmod(key + 2**32, N)  # the same key modulo 2**32
+    assert (i2 * N + j2) % 2**32 == key % 2**32 and (i2, j2) != (12_345, 678)
+    u = np.asarray(wmmsb.pair_uniform(np.array([12_345, i2]), np.array([678, j2]), N, 5))
+    assert u[0] != u[1]
+    # host and device agree
+    ud = wmmsb.pair_uniform(jnp.asarray([12_345, i2]), jnp.asarray([678, j2]), N, 5)
+    assert np.array_equal(u, np.asarray(ud))
 
 
 @pytest.mark.slow

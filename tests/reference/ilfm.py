@@ -1,5 +1,6 @@
 """Same draws before and after: the ILFM sampler (both modes, both weight moves and
-likelihoods, covariates, warmup adaptation and capacity growth) on tiny data sets."""
+likelihoods, covariates, warmup adaptation and capacity growth) on tiny data sets. The draws
+were recorded with new features' weights drawn from the prior (``birth="prior"``)."""
 
 import jax
 import numpy as np
@@ -26,7 +27,10 @@ def _global():
         standardize=False,
     )
     hyper = ilfm.make_hyper(alpha_prior=(2.0, 1.0), sigma_w=1.0, sigma_s=2.0)
-    return ilfm.gibbs(data, hyper, capacity=6, num_leapfrog=3, num_init_features=3), RUN
+    algorithm = ilfm.gibbs(
+        data, hyper, capacity=6, num_leapfrog=3, num_init_features=3, birth="prior"
+    )
+    return algorithm, RUN
 
 
 def _random_walk():  # capacity 2 grows to 8 during the run
@@ -39,6 +43,7 @@ def _random_walk():  # capacity 2 grows to 8 during the run
         weights="random_walk",
         likelihood="probit",
         step_size=0.3,
+        birth="prior",
     )
     return algorithm, RUN
 
@@ -52,6 +57,7 @@ def _single():  # capacity 5 grows to 10
         mode="single",
         init_strategy="cluster",
         num_init_features=2,
+        birth="prior",
     )
     return algorithm, RUN
 

@@ -50,6 +50,8 @@ def _cvb0(likelihood, zeros):
 
 
 def _scvb0(likelihood):
+    # re-recorded for issue 25 (session 14): a step's nodes are now the next slice of an
+    # epoch's permutation (was jax.random.choice, an O(N) sort a step), so the draws changed
     def build():
         Y, held = network(likelihood)
         data = wmmsb.make_data(Y, mask=~held, directed=True, likelihood=likelihood, zeros="none")

@@ -100,9 +100,13 @@ class ILFMInfo(NamedTuple):
     acceptance_rate
         the weight move's acceptance probability.
     birth_acceptance
-        the fraction of entities whose unique-feature move was accepted.
+        the fraction of entities whose unique-feature move was accepted, counting the moves
+        that change nothing (no unique feature before, none proposed).
     capacity_exceeded, capacity_needed
         whether (and to what size) the feature buffer must grow.
+    births_deaths
+        the number of accepted unique-feature moves that changed something (a birth, a
+        death or new weights of an entity's own features) in the sweep.
     """
 
     lp: jax.Array
@@ -111,6 +115,7 @@ class ILFMInfo(NamedTuple):
     birth_acceptance: jax.Array
     capacity_exceeded: jax.Array
     capacity_needed: jax.Array
+    births_deaths: jax.Array = None
 
 
 @renamed_arguments(alpha="alpha_prior")

@@ -8,7 +8,9 @@ column ``i`` and the diagonal entry). With :math:`P_r = W_r F_{-i}^\top` and
 ``i`` and their weights get a joint Metropolis-Hastings move whose proposal is the prior:
 :math:`k^{new} \sim \mathrm{Poisson}(\alpha/N)` truncated at ``kappa`` new features, every
 weight involving them drawn from :math:`\mathcal N(0, \sigma_w^2)`; the acceptance ratio is
-the likelihood ratio of the links of ``i``.
+the likelihood ratio of the links of ``i``. With many relations weights drawn from the prior
+never fit, so by default (:func:`laplace_weights`) the new features' weights come from
+Gaussian fits to i's links instead, and the ratio gains the proposal's densities.
 
 References
 ----------
@@ -45,12 +47,122 @@ def _entity_terms(f, row, col, i, data, W, diag_offset, likelihood):
     return total + jnp.sum(_bernoulli(data.Y[:, i, i], diag, data.mask[:, i, i], likelihood))
 
 
+NEWTON_STEPS = 5
+
+
+def _laplace_fit(y, mask, base, X, prior_precision, likelihood):
+    """Gaussian (Laplace) fit of the coefficients ``a`` (R, C) of the logits ``base + a X^T``
+    of the links ``y`` (R, N) under the prior N(0, 1 / prior_precision): ``NEWTON_STEPS``
+    Newton steps from 0, then the mean and the Cholesky factor of the precision there. Any
+    deterministic function of what the move leaves unchanged keeps the MH ratio exact; the
+    fit only decides how often proposals are accepted."""
+    C = X.shape[1]
+
+    def derivatives(eta):
+        def total(e):
+            return jnp.sum(_bernoulli(y, e, mask, likelihood))
+
+        # the log-likelihood is a sum over entries: its Hessian is diagonal, H 1 = diag(H)
+        return jax.jvp(jax.grad(total), (eta,), (jnp.ones_like(eta),))
+
+    def precision(eta):
+        d1, d2 = derivatives(eta)
+        H = jnp.einsum("rn,nk,nl->rkl", -d2, X, X) + prior_precision * jnp.eye(C, dtype=X.dtype)
+        return d1, H
+
+    def newton(_, a):
+        d1, H = precision(base + a @ X.T)
+        g = d1 @ X - prior_precision * a
+        return a + jnp.linalg.solve(H, g[..., None])[..., 0]
+
+    a = jax.lax.fori_loop(0, NEWTON_STEPS, newton, jnp.zeros((y.shape[0], C), X.dtype))
+    _, H = precision(base + a @ X.T)
+    return a, jnp.linalg.cholesky(H)
+
+
+def _log_q_minus_prior(a, mean, chol, prior_precision):
+    """``log N(a; mean, (L L^T)^-1) - log N(a; 0, 1 / prior_precision)`` summed over
+    relations (the 2 pi terms cancel)."""
+    z = jnp.einsum("rkl,rk->rl", chol, a - mean)  # L^T (a - mean)
+    C = a.shape[-1]
+    log_q = jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1))) - 0.5 * jnp.sum(z**2)
+    log_p = 0.5 * C * a.shape[0] * jnp.log(prior_precision)
+    return log_q - (log_p - 0.5 * prior_precision * jnp.sum(a**2))
+
+
+def laplace_weights(
+    key, W, W_prop, F_minus, held, unique, owned, k_unique, k_new, base_row, base_col, i, data,
+    sigma_w, likelihood, correct=True,
+):  # fmt: skip
+    r"""Data-informed weights for the new features of entity ``i`` and the proposal's part of
+    the MH ratio.
+
+    Only entity ``i`` holds its unique features, so its row links see their weights only
+    through the sums :math:`a_l = \sum_{u \in U} w_{ul}` over the unique features ``U``
+    (for each feature ``l`` others hold) and its column links through
+    :math:`b_l = \sum_u w_{lu}`. Under the prior :math:`a, b \sim \mathcal N(0, |U|
+    \sigma_w^2)`. The proposal draws ``a`` and ``b`` of every relation from Laplace fits to
+    i's row and column links (:func:`_laplace_fit`) and the individual weights from their
+    prior given these sums; the weights among new features (seen by the diagonal only) come
+    from the prior. The prior's and the proposal's conditionals given the sums cancel, so the
+    proposal's part of the log ratio is :math:`\log p(a') - \log q(a') - \log p(a) +
+    \log q_{rev}(a)` (and the same for ``b``), the reverse fit made with ``|U|`` as the
+    prior's count. ``correct=False`` drops it (the broken twin of the Geweke test).
+
+    Returns
+    -------
+    (W_prop, log_q_ratio)
+    """
+    N = F_minus.shape[0]
+    off = jnp.arange(N) != i
+    X = F_minus  # (N, C): only the columns of features others hold are nonzero
+    dtype = W.dtype
+    key_a, key_b = jax.random.split(key)
+    total = jnp.zeros((), dtype)
+    for links, base, sums_old, key_s, axis in (
+        ((data.Y[:, i, :], data.mask[:, i, :] * off), base_row,
+         jnp.einsum("u,rul->rl", unique.astype(dtype), W), key_a, 1),
+        ((data.Y[:, :, i], data.mask[:, :, i] * off), base_col,
+         jnp.einsum("u,rlu->rl", unique.astype(dtype), W), key_b, 2),
+    ):  # fmt: skip
+        y, mask = links
+        sums_old = sums_old * held
+        prec_new = 1.0 / (jnp.maximum(k_new, 1) * sigma_w**2)
+        prec_old = 1.0 / (jnp.maximum(k_unique, 1) * sigma_w**2)
+        mean_new, chol_new = _laplace_fit(y, mask, base, X, prec_new, likelihood)
+        mean_old, chol_old = _laplace_fit(y, mask, base, X, prec_old, likelihood)
+        z = jax.random.normal(key_s, mean_new.shape, dtype) * held
+        # a = mean + L^-T z has precision L L^T; features nobody else holds stay at 0
+        step = jax.scipy.linalg.solve_triangular(chol_new, z[..., None], lower=True, trans=1)
+        sums_new = (mean_new + step[..., 0]) * held
+        forward = _log_q_minus_prior(sums_new, mean_new, chol_new, prec_new)
+        reverse = _log_q_minus_prior(sums_old, mean_old, chol_old, prec_old)
+        total = total - jnp.where(k_new > 0, forward, 0.0) + jnp.where(k_unique > 0, reverse, 0.0)
+        # the individual weights: the prior draws in W_prop, shifted to the drawn sums
+        k = jnp.maximum(k_new, 1).astype(dtype)
+        o = owned.astype(dtype)
+        if axis == 1:  # rows u of the new features, columns l held by others
+            drawn = jnp.einsum("u,rul->rl", o, W_prop) / k
+            shifted = W_prop + (sums_new / k - drawn)[:, None, :]
+            block = (owned[:, None] & held[None, :])[None]
+        else:
+            drawn = jnp.einsum("u,rlu->rl", o, W_prop) / k
+            shifted = W_prop + (sums_new / k - drawn)[:, :, None]
+            block = (held[:, None] & owned[None, :])[None]
+        W_prop = jnp.where(block, shifted, W_prop)
+    return W_prop, total if correct else jnp.zeros_like(total)
+
+
 def entity_update(
-    carry, xs, *, data, offset, alpha, sigma_w, kappa, likelihood, new_feature_rate=ibp_rate
-):
+    carry, xs, *, data, offset, alpha, sigma_w, kappa, likelihood, new_feature_rate=ibp_rate,
+    birth_weights=None,
+):  # fmt: skip
     """Steps 1 and 2 of the sampler for entity ``i = xs[0]`` (module docstring), as a
-    ``lax.scan`` body over entities: ``carry = (F, W, m, exceeded, needed, accepted)``."""
-    F, W, m, exceeded, needed, accepted = carry
+    ``lax.scan`` body over entities: ``carry = (F, W, m, exceeded, needed, accepted,
+    changes)``; ``accepted`` counts the accepted unique-feature moves, ``changes`` those of
+    them that changed something. ``birth_weights`` (None: the prior) proposes the
+    new features' weights (:func:`laplace_weights`)."""
+    F, W, m, exceeded, needed, accepted, changes = carry
     i, uniforms, key = xs
     N = F.shape[0]
     offset = jnp.broadcast_to(offset, (W.shape[0], N, N))
@@ -89,7 +201,8 @@ def entity_update(
     current = _entity_terms(f, row, col, i, data, W, bias, likelihood)
     f, row, col, current = jax.lax.fori_loop(0, jnp.sum(held), flip, (f, row, col, current))
 
-    # unique features of i and their weights: joint MH with the prior as proposal
+    # unique features of i and their weights: joint MH, new features at the prior's rate,
+    # their weights from the prior (birth_weights None) or from birth_weights (laplace_weights)
     key_k, key_w, key_u = jax.random.split(key, 3)
     unique = (~held) & (f > 0)
     k_unique = jnp.sum(unique)
@@ -102,15 +215,25 @@ def entity_update(
     active_prop = held | owned
     pair_prop = active_prop[:, None] & active_prop[None, :]
     W_prop = jnp.where(fresh[None], sigma_w * jax.random.normal(key_w, W.shape, W.dtype), W)
+    log_q_ratio = jnp.zeros((), W.dtype)
+    if birth_weights is not None:
+        f_held = f * held
+        base_row = jnp.einsum("k,rkj->rj", f_held, P) + row_offset
+        base_col = jnp.einsum("rjl,l->rj", Q, f_held) + col_offset
+        W_prop, log_q_ratio = birth_weights(
+            jax.random.fold_in(key_w, 1), W, W_prop, F_minus, held, unique, owned,
+            k_unique, k_new, base_row, base_col, i, data, sigma_w, likelihood,
+        )  # fmt: skip
     W_prop = jnp.where(pair_prop[None], W_prop, 0.0)
     P_prop = jnp.einsum("rkl,jl->rkj", W_prop, F_minus)
     Q_prop = jnp.einsum("jk,rkl->rjl", F_minus, W_prop)
     row_prop = jnp.einsum("k,rkj->rj", f_prop, P_prop) + row_offset
     col_prop = jnp.einsum("rjl,l->rj", Q_prop, f_prop) + col_offset
     proposed = _entity_terms(f_prop, row_prop, col_prop, i, data, W_prop, bias, likelihood)
-    log_ratio = proposed - current
+    log_ratio = proposed - current + log_q_ratio
     possible = (k_unique <= kappa) & (short == 0)
     take = possible & (jnp.log(jax.random.uniform(key_u, (), W.dtype)) < log_ratio)
+    changed = (k_unique + k_new) > 0
     f = jnp.where(take, f_prop, f)
     W = jnp.where(take, W_prop, W)
     # slots nobody holds any more carry no weights
@@ -124,5 +247,6 @@ def entity_update(
         exceeded | (short > 0),
         jnp.maximum(needed, (jnp.sum(held) + k_new).astype(jnp.int32)),
         accepted + take.astype(W.dtype),
+        changes + (take & changed).astype(W.dtype),
     )
     return carry, None

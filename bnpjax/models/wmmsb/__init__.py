@@ -43,6 +43,7 @@ from bnpjax.models.wmmsb.data import (
     make_hyper,
     make_network,
     pair_keys,
+    pair_uniform,
 )
 from bnpjax.models.wmmsb.predict import (
     _link_probability_v0,
@@ -79,6 +80,7 @@ __all__ = [
     "make_network",
     "membership_means",
     "pair_keys",
+    "pair_uniform",
     "predict",
     "scvb0",
 ]

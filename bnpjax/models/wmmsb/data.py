@@ -33,6 +33,7 @@ __all__ = [
     "make_hyper",
     "make_network",
     "pair_keys",
+    "pair_uniform",
 ]
 
 #: The observation models: "nb" (WMMSB, Gamma-Poisson blocks with fixed ``r``, ``p``), "bg"
@@ -49,7 +50,7 @@ class WMMSBData(NamedTuple):
     methods); stochastic CVB0 draws them on the fly instead: a pair is an observed zero iff it
     is not special (an explicit or an unobserved pair, listed by ``special_ptr`` /
     ``special_dst`` as CSR rows, undirected pairs as ``(min, max)``) and
-    ``hash_uniform(pair_keys(i, j), hash_seed) < keep``. Without listed or dense zeros every
+    ``pair_uniform(i, j, N, hash_seed) < keep``. Without listed or dense zeros every
     array is of size ``O(N + E)`` (``E`` explicit plus unobserved pairs). ``w`` is 1 for a
     real pair and 0 for padding.
     ``adj_ptr``/``adj`` list the explicit pairs of each node (CSR), ``max_degree`` padded.
@@ -155,6 +156,19 @@ def make_hyper(
     )
 
 
+def _mix32(x):
+    """The 32-bit finaliser of MurmurHash3 on uint32 arrays (NumPy or JAX alike)."""
+    xp = jnp if isinstance(x, jax.Array) else np
+    with np.errstate(over="ignore"):
+        x = x * xp.uint32(0x9E3779B1)
+        x = x ^ (x >> xp.uint32(16))
+        x = x * xp.uint32(0x85EBCA6B)
+        x = x ^ (x >> xp.uint32(13))
+        x = x * xp.uint32(0xC2B2AE35)
+        x = x ^ (x >> xp.uint32(16))
+    return x
+
+
 def hash_uniform(keys, hash_seed):
     """A fixed uint32 mixing hash of pair keys, as uniforms in [0, 1) (24 bits).
 
@@ -163,14 +177,26 @@ def hash_uniform(keys, hash_seed):
     ``keep`` are nested. ``hash_seed`` is an integer in ``[0, 2**32)``.
     """
     xp = jnp if isinstance(keys, jax.Array) else np
-    with np.errstate(over="ignore"):
-        x = xp.asarray(keys).astype(xp.uint32) ^ xp.asarray(hash_seed).astype(xp.uint32)
-        x = x * xp.uint32(0x9E3779B1)
-        x = x ^ (x >> xp.uint32(16))
-        x = x * xp.uint32(0x85EBCA6B)
-        x = x ^ (x >> xp.uint32(13))
-        x = x * xp.uint32(0xC2B2AE35)
-        x = x ^ (x >> xp.uint32(16))
+    x = xp.asarray(keys).astype(xp.uint32) ^ xp.asarray(hash_seed).astype(xp.uint32)
+    return (_mix32(x) >> xp.uint32(8)).astype(xp.float32) / np.float32(2**24)
+
+
+@renamed_arguments(n_nodes="num_nodes")
+def pair_uniform(src, dst, num_nodes: int, hash_seed):
+    """The uniform in [0, 1) that decides whether pair ``(src, dst)`` (canonical: ``min,
+    max`` when undirected) is a kept zero: ``hash_uniform(src * N + dst)`` while that key
+    fits an int32 (``N <= 46340``, the layouts that list or mask the zeros); beyond, where
+    ``src * N + dst`` wraps modulo ``2**32`` and distinct pairs would share a key (and a
+    decision), a hash of the two words: ``mix(mix(src ^ seed) ^ dst)``.
+    """
+    xp = jnp if isinstance(src, jax.Array) else np
+    src = xp.asarray(src).astype(xp.uint32)
+    dst = xp.asarray(dst).astype(xp.uint32)
+    if num_nodes <= _MAX_EXACT_KEY_NODES:
+        with np.errstate(over="ignore"):
+            return hash_uniform(src * xp.uint32(num_nodes) + dst, hash_seed)
+    seed = xp.asarray(hash_seed).astype(xp.uint32)
+    x = _mix32(_mix32(src ^ seed) ^ dst)
     return (x >> xp.uint32(8)).astype(xp.float32) / np.float32(2**24)
 
 
@@ -288,8 +314,8 @@ def make_network(
     unobserved : array of shape (M, 2), optional
         Held-out or missing pairs: never counted as observations (neither links nor zeros).
     keep : float
-        Every other pair is an observed zero if ``hash_uniform(pair_keys(i, j), hash_seed)
-        < keep``.
+        Every other pair is an observed zero if ``pair_uniform(i, j, num_nodes,
+        hash_seed) < keep``.
     hash_seed : int
         The uint32 seed of that deterministic pair hash, in ``[0, 2**32)``.
     zeros : {"list", "dense", "none"}, optional

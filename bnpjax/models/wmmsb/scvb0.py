@@ -41,9 +41,10 @@ from bnpjax.models.wmmsb.data import (
     _check_counts,
     _check_node_ids,
     _int_array,
+    _mix32,
     _num_nodes,
     _resolve_hyper,
-    hash_uniform,
+    pair_uniform,
 )
 from bnpjax.models.wmmsb.likelihood import (
     _bg_update,
@@ -81,6 +82,7 @@ class SCVB0State(NamedTuple):
     stall: jax.Array  # evaluations without improvement
     done: jax.Array  # plateau reached: later steps are no-ops
     valid: jax.Array  # last validation log-likelihood
+    seed: jax.Array  # uint32 key of the node order of every epoch (see _epoch_nodes)
 
 
 class SCVB0Info(NamedTuple):
@@ -93,22 +95,44 @@ class SCVB0Info(NamedTuple):
     done: jax.Array
 
 
-def _gamma_batch(n_node, stats, hyper, i, j, y, likelihood):
-    """gamma for a batch of pairs from inclusive statistics (no self-exclusion); ``y=None``
-    for zero pairs."""
+def _gamma_batch(theta_i, theta_j, stats, y, likelihood):
+    """gamma for a batch of pairs from inclusive statistics (no self-exclusion) and the
+    pairs' memberships ``theta_i``, ``theta_j`` (``N_i + alpha``, any scale per row);
+    ``y=None`` for zero pairs.
+    ``(..., K, K)``: used where the predictive depends on each pair's count (nb / bg links);
+    :func:`_pair_roles` gives the sums of shared-table pairs without forming it."""
     n_y, n_phi, hr, hp = stats
     lpred = (
         _log_pred_zero(n_y, n_phi, hr, hp, likelihood)
         if y is None
         else _log_pred(y[..., None, None], n_y, n_phi, hr, hp, likelihood)
     )
-    logits = (
-        jnp.log(n_node[i] + hyper.alpha)[..., :, None]
-        + jnp.log(n_node[j] + hyper.alpha)[..., None, :]
-        + lpred
-    )
+    logits = jnp.log(theta_i)[..., :, None] + jnp.log(theta_j)[..., None, :] + lpred
     shape = logits.shape
     return jax.nn.softmax(logits.reshape((*shape[:-2], -1)), -1).reshape(shape)
+
+
+def _pair_roles(theta_i, theta_j, lpred, weight):
+    r"""The sums of :math:`\gamma_{ij,kl} \propto \theta_{ik}\theta_{jl} E_{kl}` a CVB0
+    pass needs, for pairs sharing one predictive table ``lpred`` (``(K, K)``, log scale; all
+    the zeros, or the links of the MMSB), without forming the ``(P, K, K)`` gammas: with
+    :math:`Z = \theta_i^\top E \theta_j`, node ``i``'s role is :math:`\theta_i \circ
+    (E\theta_j) / Z`, node ``j``'s :math:`\theta_j \circ (E^\top\theta_i) / Z` and the
+    block sum :math:`E \circ \sum_p w_p \theta_i \theta_j^\top / Z` -- three ``(P, K)``
+    by ``(K, K)`` products instead of ``P K^2`` exponentials (the step's main cost).
+
+    ``theta_i``, ``theta_j``: ``(..., K)`` memberships (any positive scale); ``weight``
+    ``(...)``. Returns ``(role_i, role_j, block)``, the roles unweighted.
+    """
+    E = jnp.exp(lpred - jnp.max(lpred))  # the common scale cancels in gamma
+    tiny = jnp.finfo(theta_i.dtype).tiny
+    e_j = theta_j @ E.T  # (E theta_j)_k
+    z = jnp.maximum(jnp.sum(theta_i * e_j, -1), tiny)
+    role_i = theta_i * e_j / z[..., None]
+    role_j = theta_j * (theta_i @ E) / z[..., None]
+    a = (theta_i * (weight / z)[..., None]).reshape(-1, theta_i.shape[-1])
+    block = E * (a.T @ theta_j.reshape(-1, theta_j.shape[-1]))
+    return role_i, role_j, block
 
 
 def _is_special(data, i, j, search_steps):
@@ -131,18 +155,19 @@ def _is_special(data, i, j, search_steps):
     return (lo < end) & (data.special_dst[jnp.clip(lo, 0, M - 1)] == j)
 
 
-def _minibatch(data, hyper, state, key, *, likelihood, batch, draws, max_degree, search_steps):
+def _minibatch(data, hyper, state, key, nodes, *, likelihood, draws, max_degree, search_steps):
     r"""One minibatch's unbiased estimates of the CVB0 statistics (inclusive counts).
 
-    Returns ``(nodes, n_y_hat, n_phi_hat, link_roles, zero_roles)``: the drawn nodes
-    ``(B,)``, the block statistics of a full pass estimated from them (``(K, K)`` each), and
-    each drawn node's roles in its explicit pairs and in its zero pairs (``(B, K)`` each;
-    their sum estimates the node's row of a full pass).
+    ``nodes`` (``(B,)``, distinct) must be a uniform random subset of the nodes (see
+    :func:`_epoch_nodes`). Returns ``(n_y_hat, n_phi_hat, link_roles, zero_roles)``: the
+    block statistics of a full pass estimated from them (``(K, K)`` each), and each drawn
+    node's roles in its explicit pairs and in its zero pairs (``(B, K)`` each; their sum
+    estimates the node's row of a full pass).
     """
     N = _num_nodes(data)
+    batch = nodes.shape[0]
     dtype = data.y.dtype
-    k_nodes, k_partner, k_dir, k_links = jax.random.split(key, 4)
-    nodes = jax.random.choice(k_nodes, N, (batch,), replace=False)
+    k_partner, k_dir, k_links = jax.random.split(key, 3)
     # the explicit pairs (links) of each node: all of them when the node has at most
     # max_degree, else max_degree drawn uniformly with replacement, weight degree/max_degree
     start = data.adj_ptr[nodes]
@@ -169,26 +194,89 @@ def _minibatch(data, hyper, state, key, *, likelihood, batch, draws, max_degree,
         jnp.where(data.directed, zi, jnp.minimum(zi, zj)),
         jnp.where(data.directed, zj, jnp.maximum(me, other)),
     )
-    keys = zi.astype(jnp.uint32) * jnp.uint32(N) + zj.astype(jnp.uint32)
     zobs = ~_is_special(data, zi, zj, search_steps) & (
-        hash_uniform(keys, data.hash_seed) < data.keep
+        pair_uniform(zi, zj, N, data.hash_seed) < data.keep
     )
     zobs = zobs.astype(dtype)
-    stats = (state.n_y, state.n_phi, state.r, state.p)
-    gl = _gamma_batch(state.n_node, stats, hyper, li, lj, ly, likelihood)
-    gz = _gamma_batch(state.n_node, stats, hyper, zi, zj, None, likelihood)
+    n_y, n_phi, hr, hp = state.n_y, state.n_phi, state.r, state.p
+
+    def theta(idx):
+        # N_i + alpha of the gathered rows only (adding alpha to the whole (N, K) state
+        # first wrote an N K array a step); gamma is invariant to each row's scale
+        return state.n_node[idx] + hyper.alpha
+
+    theta_li, theta_lj = theta(li), theta(lj)
     pairs_n = jnp.where(data.directed, N * (N - 1.0), N * (N - 1.0) / 2)
     wz_global = pairs_n / (batch * draws) * zobs
     wl_global = N / (2.0 * batch) * lw
-    n_y_hat = jnp.einsum("bd,bd,bdkl->kl", wl_global, ly, gl)
-    n_phi_hat = jnp.einsum("bd,bdkl->kl", wl_global, gl) + jnp.einsum("bd,bdkl->kl", wz_global, gz)
+    # zeros: one predictive table for all, so no (B, D, K, K) gammas are formed
+    zi_role, zj_role, z_block = _pair_roles(
+        theta(zi), theta(zj), _log_pred_zero(n_y, n_phi, hr, hp, likelihood), wz_global
+    )
+    if likelihood == "bernoulli":
+        # a link's predictive is one of two tables (y = 1, or an explicit y = 0)
+        y1 = (ly > 0).astype(dtype)
+        lp1 = _log_pred(jnp.ones((), dtype), n_y, n_phi, hr, hp, likelihood)
+        one_i, one_j, n_y_hat = _pair_roles(theta_li, theta_lj, lp1, wl_global * y1)
+        nil_i, nil_j, nil_block = _pair_roles(
+            theta_li,
+            theta_lj,
+            _log_pred_zero(n_y, n_phi, hr, hp, likelihood),
+            wl_global * (1 - y1),
+        )
+        li_role = jnp.where(y1[..., None] > 0, one_i, nil_i)
+        lj_role = jnp.where(y1[..., None] > 0, one_j, nil_j)
+        n_phi_hat = n_y_hat + nil_block
+    else:  # nb / bg: each link's predictive depends on its count
+        gl = _gamma_batch(theta_li, theta_lj, (n_y, n_phi, hr, hp), ly, likelihood)
+        n_y_hat = jnp.einsum("bd,bd,bdkl->kl", wl_global, ly, gl)
+        n_phi_hat = jnp.einsum("bd,bdkl->kl", wl_global, gl)
+        li_role, lj_role = gl.sum(-1), gl.sum(-2)
+    n_phi_hat = n_phi_hat + z_block
     # node rows: the node's own role in each of its pairs
-    l_role = jnp.where((li == nodes[:, None])[..., None], gl.sum(-1), gl.sum(-2))
-    z_role = jnp.where((zi == nodes[:, None])[..., None], gz.sum(-1), gz.sum(-2))
+    l_role = jnp.where((li == nodes[:, None])[..., None], li_role, lj_role)
+    z_role = jnp.where((zi == nodes[:, None])[..., None], zi_role, zj_role)
     scale = jnp.where(data.directed, 2.0 * (N - 1), N - 1.0) / draws
     link_roles = jnp.einsum("bd,bdk->bk", lw, l_role)
     zero_roles = scale * jnp.einsum("bd,bdk->bk", zobs, z_role)
-    return nodes, n_y_hat, n_phi_hat, link_roles, zero_roles
+    return n_y_hat, n_phi_hat, link_roles, zero_roles
+
+
+def _feistel(x, round_keys, half):
+    """A bijection of ``[0, 4**half)`` (uint32): a 4-round Feistel network whose round
+    function is the pair hash's mixer keyed by ``round_keys``."""
+    mask = jnp.uint32((1 << half) - 1)
+    left, right = x >> jnp.uint32(half), x & mask
+    for r in range(4):
+        left, right = right, left ^ (_mix32(right ^ round_keys[r]) & mask)
+    return (left << jnp.uint32(half)) | right
+
+
+def _epoch_nodes(seed, t, num_nodes, batch):
+    r"""The nodes of step ``t``: epoch ``e = t // S`` (``S = num_nodes // batch`` steps)
+    visits ``S * batch`` distinct nodes in the order of a pseudo-random permutation keyed
+    by ``(seed, e)``, ``batch`` at a time, so a pass reaches every node once (up to the
+    ``num_nodes mod batch`` left over, different ones each epoch) and a step's nodes are
+    distinct. The permutation is a Feistel network on ``[0, 4^h) \supseteq [0, N)``
+    restricted to ``[0, N)`` by cycle walking: ``O(batch)`` work per step, where
+    ``jax.random.choice(..., replace=False)`` sorts all ``N`` nodes (0.04 s a step at
+    ``N = 10^5``, 0.5 s at ``10^6``)."""
+    steps = max(1, num_nodes // batch)
+    epoch = (t // steps).astype(jnp.uint32)
+    pos = (t % steps).astype(jnp.uint32) * jnp.uint32(batch) + jnp.arange(batch, dtype=jnp.uint32)
+    half = max(1, (int(num_nodes - 1).bit_length() + 1) // 2)
+    round_keys = [
+        _mix32(_mix32(seed ^ jnp.uint32(0x632BE5AB * (r + 1) & 0xFFFFFFFF)) ^ epoch)
+        for r in range(4)
+    ]
+    n = jnp.uint32(num_nodes)
+    x = _feistel(pos, round_keys, half)
+    x = lax.while_loop(
+        lambda x: jnp.any(x >= n),
+        lambda x: jnp.where(x >= n, _feistel(x, round_keys, half), x),
+        x,
+    )
+    return x.astype(jnp.int32)
 
 
 def _step(
@@ -211,63 +299,69 @@ def _step(
     node_update="pass",
 ):
     dtype = data.y.dtype
-
-    def update(state):
-        nodes, n_y_hat, n_phi_hat, link_roles, zero_roles = _minibatch(
-            data,
-            hyper,
-            state,
-            key,
-            likelihood=likelihood,
-            batch=batch,
-            draws=draws,
-            max_degree=max_degree,
-            search_steps=search_steps,
-        )
-        rho = jnp.asarray(schedule(state.t), dtype)
-        n_y = (1 - rho) * state.n_y + rho * n_y_hat
-        n_phi = (1 - rho) * state.n_phi + rho * n_phi_hat
-        if node_update == "solve":
-            theta = jnp.exp(_log_theta(state.n_node[nodes], hyper.alpha))
-            row_hat = _solve_rows(link_roles, zero_roles / theta, zero_roles.sum(-1), hyper.alpha)
-        else:
-            row_hat = link_roles + zero_roles
-        rho_n = (1.0 + state.visits[nodes]) ** (-kappa_node)
-        rows = (1 - rho_n[:, None]) * state.n_node[nodes] + rho_n[:, None] * row_hat
-        n_node = state.n_node.at[nodes].set(rows.astype(dtype))
-        r, p = state.r, state.p
-        if likelihood == "bg":
-            r, p = _bg_update(n_y, n_phi, p, hyper)
-        state = state._replace(
-            n_node=n_node,
-            visits=state.visits.at[nodes].add(1),
-            n_y=n_y,
-            n_phi=n_phi,
-            r=r,
-            p=p,
-            t=state.t + 1,
-        )
-        evaluate = (state.t % eval_every) == 0
-        ll = lax.cond(
-            evaluate,
-            lambda s: _mean_log_pred(valid, s.n_node, s.n_y, s.n_phi, s.r, s.p, hyper, likelihood),
-            lambda s: s.valid,
-            state,
-        )
-        improved = ~jnp.isfinite(state.best) | (ll > state.best + tol * jnp.abs(state.best))
-        stall = jnp.where(evaluate, jnp.where(improved, 0, state.stall + 1), state.stall)
-        best = jnp.where(evaluate & improved, ll, state.best)
-        done = stall >= patience
-        return state._replace(best=best, stall=stall, done=done, valid=ll), rho
-
-    new, rho = lax.cond(state.done, lambda s: (s, jnp.zeros((), dtype)), update, state)
+    N = _num_nodes(data)
+    # once done, every update below is taken with step 0 (not a lax.cond around the update:
+    # a conditional over the carried (N, K) rows made XLA copy them, O(N K) a step)
+    live = ~state.done
+    nodes = _epoch_nodes(state.seed, state.t, N, batch)
+    n_y_hat, n_phi_hat, link_roles, zero_roles = _minibatch(
+        data,
+        hyper,
+        state,
+        key,
+        nodes,
+        likelihood=likelihood,
+        draws=draws,
+        max_degree=max_degree,
+        search_steps=search_steps,
+    )
+    rho = jnp.where(live, jnp.asarray(schedule(state.t), dtype), 0.0)
+    n_y = (1 - rho) * state.n_y + rho * n_y_hat
+    n_phi = (1 - rho) * state.n_phi + rho * n_phi_hat
+    old = state.n_node[nodes]
+    if node_update == "solve":
+        theta = jnp.exp(_log_theta(old, hyper.alpha))
+        row_hat = _solve_rows(link_roles, zero_roles / theta, zero_roles.sum(-1), hyper.alpha)
+    else:
+        row_hat = link_roles + zero_roles
+    rho_n = (1.0 + state.visits[nodes]) ** (-kappa_node)
+    rows = jnp.where(live, (1 - rho_n[:, None]) * old + rho_n[:, None] * row_hat, old)
+    r, p = state.r, state.p
+    if likelihood == "bg":
+        r, p = _bg_update(n_y, n_phi, p, hyper)
+        r, p = jnp.where(live, r, state.r), jnp.where(live, p, state.p)
+    state = state._replace(
+        n_node=state.n_node.at[nodes].set(rows.astype(dtype), unique_indices=True),
+        visits=state.visits.at[nodes].add(live.astype(dtype), unique_indices=True),
+        n_y=n_y,
+        n_phi=n_phi,
+        r=r,
+        p=p,
+        t=state.t + live.astype(state.t.dtype),
+    )
+    evaluate = live & ((state.t % eval_every) == 0)
+    ll = lax.cond(
+        evaluate,
+        lambda *s: _mean_log_pred(valid, *s, hyper, likelihood),
+        lambda *s: state.valid,
+        state.n_node,
+        state.n_y,
+        state.n_phi,
+        state.r,
+        state.p,
+    )
+    improved = ~jnp.isfinite(state.best) | (ll > state.best + tol * jnp.abs(state.best))
+    stall = jnp.where(evaluate, jnp.where(improved, 0, state.stall + 1), state.stall)
+    best = jnp.where(evaluate & improved, ll, state.best)
+    done = state.done | (stall >= patience)
+    new = state._replace(best=best, stall=stall, done=done, valid=ll)
     return new, SCVB0Info(new.valid, rho, new.done)
 
 
 def _init(data, hyper, valid, key, *, likelihood, init="assortative"):
     N, K = _num_nodes(data), hyper.alpha.shape[0]
     dtype = data.y.dtype
-    k1, k2 = jax.random.split(key)
+    k1, k2, k3 = jax.random.split(key, 3)
     total_pairs = jnp.sum(data.w) + data.num_zeros
     per_node = 2 * total_pairs / N
     n_node = jax.random.dirichlet(k1, jnp.ones(K, dtype), (N,)) * per_node
@@ -295,6 +389,7 @@ def _init(data, hyper, valid, key, *, likelihood, init="assortative"):
         jnp.zeros((), jnp.int32),
         jnp.zeros((), bool),
         minus_inf,
+        jax.random.bits(k3, (), jnp.uint32),
     )
 
 
@@ -388,7 +483,7 @@ def build_step(
     schedule: Callable | None = None,
     tau: float = 1024.0,
     kappa: float = 0.5,
-    kappa_node: float = 0.5,
+    kappa_node: float | None = None,
     eval_every: int = 100,
     patience: int = 3,
     tol: float = 1e-4,
@@ -408,6 +503,8 @@ def build_step(
     schedule = _Schedule(tau, kappa) if schedule is None else schedule
     if valid is None:
         patience = 2**30
+    if kappa_node is None:
+        kappa_node = 0.0 if node_update == "solve" else 0.5
 
     def derive(data, hyper):
         return (_valid_pairs(valid, num_nodes or _num_nodes(data), likelihood, data.y.dtype),)
@@ -456,7 +553,7 @@ def scvb0(
     tau: float = 1024.0,
     kappa: float = 0.5,
     schedule: Callable | None = None,
-    kappa_node: float = 0.5,
+    kappa_node: float | None = None,
     eval_every: int = 100,
     patience: int = 3,
     tol: float = 1e-4,
@@ -493,9 +590,13 @@ def scvb0(
         ``kappa`` in ``[0.5, 1]`` (Robbins-Monro).
     schedule : callable, optional
         An optax schedule of the step count, replacing ``tau`` and ``kappa``.
-    kappa_node : float
+    kappa_node : float, optional
         In ``[0, 1]``: node rows move with step :math:`(1 + t_i)^{-\kappa_{node}}` (0:
-        each visited row is replaced by its estimate).
+        each visited row is replaced by its estimate). Default 0 with ``node_update="solve"``
+        (the estimate already is the row's fixed point; averaging it with the row's earlier
+        values keeps the rows near their random start: a planted MMSB of 10^4 nodes, K = 20,
+        reaches AUC 0.876 (the truth's 0.879) after 40 passes with 0 and 0.738 with 0.5),
+        0.5 with "pass".
     eval_every, patience : int
         Evaluate the validation log-likelihood every ``eval_every`` steps; stop after
         ``patience`` evaluations without a relative improvement of ``tol >= 0``.
@@ -541,6 +642,8 @@ def scvb0(
         raise ValueError(f"batch must be at most the number of nodes {N}, got {batch}")
     _check_real("tau", tau, 1.0, np.inf, "a number >= 1 (rho_0 = tau**-kappa must be at most 1)")
     _check_real("kappa", kappa, 0.5, 1.0, "in [0.5, 1] (Robbins-Monro step-size exponent)")
+    if kappa_node is None:
+        kappa_node = 0.0 if node_update == "solve" else 0.5
     _check_real("kappa_node", kappa_node, 0.0, 1.0, "in [0, 1] (node step-size exponent)")
     _check_real("tol", tol, 0.0, np.inf, "a finite number >= 0")
     if schedule is not None and not callable(schedule):
