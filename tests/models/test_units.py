@@ -87,7 +87,7 @@ def test_ibp_lg_without_an_offset_warns_when_the_data_sit_far_from_its_zero():
     far from it cost a feature, which a warning says, with the two ways out."""
     X = bars(0, num_obs=10)["X"] + 1e6
     data = ibp_lg.make_data(X)
-    with pytest.warns(UserWarning, match="pass make_data.*center= the background"):
+    with pytest.warns(UserWarning, match=r"pass make_data\(\.\.\., center=\) the background"):
         ibp_lg.collapsed_gibbs(data)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -29,6 +29,7 @@ def prior_sample(
         alpha=alpha,
         sigma_x=sigma_x,
         sigma_a=sigma_a,
+        background=0.0,  # the old signature knows no offset: held at the data's zero
     )
 
 
