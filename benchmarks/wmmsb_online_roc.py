@@ -177,7 +177,13 @@ def main(argv=None):
     )
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--draws", type=int, default=256)
-    parser.add_argument("--tau", type=float, default=1024.0)
+    parser.add_argument(
+        "--tau",
+        type=float,
+        default=64.0,
+        help="stochastic CVB0: rho_t = (tau + t)^-kappa (the thesis's 1024 forgets the random "
+        "start's block statistics too slowly: moreno_names 10%% AUC 0.730 against 0.770)",
+    )
     parser.add_argument("--kappa", type=float, default=0.5)
     parser.add_argument(
         "--kappa-node", type=float, default=0.0, help="node rows: rho = (1 + visits)^-kappa"
@@ -187,7 +193,7 @@ def main(argv=None):
         action=argparse.BooleanOptionalAction,
         default=False,
         help="CVB0: exact -ij counts for the links (gamma stored for them; about 8x slower "
-        "per pass on fb_uc; AUC 0.876/0.916 with vs 0.876/0.917 without at 10%/100%, rep 0)",
+        "per pass on fb_uc; AUC 0.876/0.916 with vs 0.876/0.917 without at 10%%/100%%, rep 0)",
     )
     parser.add_argument(
         "--init",

@@ -1,5 +1,6 @@
 """Geweke cases of the ILFM sampler: one per weight move, covering both likelihoods and the
-covariate terms, and the broken twin with the new-feature rate slip.
+covariate terms, with the data-informed birth weights (the default); broken twins with the
+new-feature rate slip and with the birth weights' proposal densities left out of the ratio.
 
 Each case covers one weight move and one likelihood: the HMC gradient is ``jax.grad`` of the
 same log-likelihood the MH ratio uses, so the moves and the likelihoods do not interact beyond
@@ -149,7 +150,8 @@ CASES = [
         hyper=HYPER,
         settings={**_settings("hmc", "logit"), "mode": "single"},
         statistics=single_statistics,
-        broken_factory=broken_gibbs,
+        # the two rows above break the rate; this one the birth weights' MH correction
+        broken_factory=broken_birth_gibbs,
         num_marginal=20_000,
         num_successive=4_000,
         broken_num_successive=1_000,
