@@ -41,6 +41,13 @@ MAX_CACHE_BYTES = 2 * 1024**3
 _OFF = {"", "0", "off", "none", "false", "no"}
 
 
+#: The environment variable that sets the LLVM optimisation level of CPU programs.
+OPT_LEVEL_VARIABLE = "BNPJAX_XLA_CPU_OPT_LEVEL"
+#: The level used on the CPU unless the user chose one (module docstring).
+CPU_OPT_LEVEL = 1
+_XLA_OPT_FLAG = "xla_backend_optimization_level"
+
+
 def default_cache_dir() -> Path:
     """The platform's per-user cache folder for bnpjax's compiled programs.
 
@@ -128,7 +135,6 @@ def _set_cpu_opt_level() -> None:
     pipeline. Left alone when ``XLA_FLAGS`` sets a level, when ``BNPJAX_XLA_CPU_OPT_LEVEL``
     is ``default`` (it may also name another level), when an accelerator may be used, or when
     JAX's backend is already running (then only the per-program option applies)."""
-    from bnpjax.infer.programs import _XLA_OPT_FLAG, CPU_OPT_LEVEL, OPT_LEVEL_VARIABLE
 
     flags = os.environ.get("XLA_FLAGS", "")
     chosen = os.environ.get(OPT_LEVEL_VARIABLE, "").strip().lower()

@@ -29,13 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["MAX_COMPILED_PROGRAMS", "clear_compile_cache", "compile_count", "compiler_options"]
+from bnpjax.compilation_cache import _XLA_OPT_FLAG, CPU_OPT_LEVEL, OPT_LEVEL_VARIABLE
 
-#: The environment variable that sets the LLVM optimisation level of CPU programs.
-OPT_LEVEL_VARIABLE = "BNPJAX_XLA_CPU_OPT_LEVEL"
-#: The level used on the CPU unless the user chose one (module docstring).
-CPU_OPT_LEVEL = 1
-_XLA_OPT_FLAG = "xla_backend_optimization_level"
+__all__ = ["MAX_COMPILED_PROGRAMS", "clear_compile_cache", "compile_count", "compiler_options"]
 
 
 def compiler_options() -> dict | None:

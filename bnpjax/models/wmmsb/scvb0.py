@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bnpjax.infer.base import as_step, bind, concrete_or_none
+from bnpjax.infer.base import as_step, bind
 from bnpjax.infer.checks import check_integer, renamed_arguments
 from bnpjax.infer.variational import VariationalAlgorithm
 from bnpjax.models.wmmsb.data import (
@@ -41,7 +41,6 @@ from bnpjax.models.wmmsb.data import (
     _check_counts,
     _check_node_ids,
     _int_array,
-    _mix32,
     _num_nodes,
     _resolve_hyper,
     pair_uniform,
@@ -55,6 +54,7 @@ from bnpjax.models.wmmsb.likelihood import (
     _solve_rows,
     _variational_output,
 )
+from bnpjax.models.wmmsb.visits import _epoch_nodes, _is_special, _search_steps
 
 __all__ = ["SCVB0Info", "SCVB0State", "build_step", "init", "scvb0"]
 
@@ -133,26 +133,6 @@ def _pair_roles(theta_i, theta_j, lpred, weight):
     a = (theta_i * (weight / z)[..., None]).reshape(-1, theta_i.shape[-1])
     block = E * (a.T @ theta_j.reshape(-1, theta_j.shape[-1]))
     return role_i, role_j, block
-
-
-def _is_special(data, i, j, search_steps):
-    """Whether the pairs ``(i, j)`` (canonical: ``i < j`` when undirected) are special
-    (explicit or unobserved): a binary search in row ``i`` of the CSR ``special_ptr`` /
-    ``special_dst`` (``search_steps`` >= log2 of the longest row + 1)."""
-    M = data.special_dst.shape[0]
-    if M == 0:
-        return jnp.zeros(i.shape, bool)
-    end = data.special_ptr[i + 1]
-
-    def body(_, bounds):
-        lo, hi = bounds
-        mid = (lo + hi) // 2
-        less = data.special_dst[jnp.clip(mid, 0, M - 1)] < j
-        open_ = lo < hi
-        return jnp.where(open_ & less, mid + 1, lo), jnp.where(open_ & ~less, mid, hi)
-
-    lo, _ = lax.fori_loop(0, search_steps, body, (data.special_ptr[i], end))
-    return (lo < end) & (data.special_dst[jnp.clip(lo, 0, M - 1)] == j)
 
 
 def _minibatch(data, hyper, state, key, nodes, *, likelihood, draws, max_degree, search_steps):
@@ -240,43 +220,6 @@ def _minibatch(data, hyper, state, key, nodes, *, likelihood, draws, max_degree,
     link_roles = jnp.einsum("bd,bdk->bk", lw, l_role)
     zero_roles = scale * jnp.einsum("bd,bdk->bk", zobs, z_role)
     return n_y_hat, n_phi_hat, link_roles, zero_roles
-
-
-def _feistel(x, round_keys, half):
-    """A bijection of ``[0, 4**half)`` (uint32): a 4-round Feistel network whose round
-    function is the pair hash's mixer keyed by ``round_keys``."""
-    mask = jnp.uint32((1 << half) - 1)
-    left, right = x >> jnp.uint32(half), x & mask
-    for r in range(4):
-        left, right = right, left ^ (_mix32(right ^ round_keys[r]) & mask)
-    return (left << jnp.uint32(half)) | right
-
-
-def _epoch_nodes(seed, t, num_nodes, batch):
-    r"""The nodes of step ``t``: epoch ``e = t // S`` (``S = num_nodes // batch`` steps)
-    visits ``S * batch`` distinct nodes in the order of a pseudo-random permutation keyed
-    by ``(seed, e)``, ``batch`` at a time, so a pass reaches every node once (up to the
-    ``num_nodes mod batch`` left over, different ones each epoch) and a step's nodes are
-    distinct. The permutation is a Feistel network on ``[0, 4^h) \supseteq [0, N)``
-    restricted to ``[0, N)`` by cycle walking: ``O(batch)`` work per step, where
-    ``jax.random.choice(..., replace=False)`` sorts all ``N`` nodes (0.04 s a step at
-    ``N = 10^5``, 0.5 s at ``10^6``)."""
-    steps = max(1, num_nodes // batch)
-    epoch = (t // steps).astype(jnp.uint32)
-    pos = (t % steps).astype(jnp.uint32) * jnp.uint32(batch) + jnp.arange(batch, dtype=jnp.uint32)
-    half = max(1, (int(num_nodes - 1).bit_length() + 1) // 2)
-    round_keys = [
-        _mix32(_mix32(seed ^ jnp.uint32(0x632BE5AB * (r + 1) & 0xFFFFFFFF)) ^ epoch)
-        for r in range(4)
-    ]
-    n = jnp.uint32(num_nodes)
-    x = _feistel(pos, round_keys, half)
-    x = lax.while_loop(
-        lambda x: jnp.any(x >= n),
-        lambda x: jnp.where(x >= n, _feistel(x, round_keys, half), x),
-        x,
-    )
-    return x.astype(jnp.int32)
 
 
 def _step(
@@ -524,13 +467,6 @@ def build_step(
         node_update=node_update,
         search_steps=search_steps,
     )
-
-
-def _search_steps(data):
-    """Binary-search steps that find any pair in the longest CSR row of special pairs."""
-    ptr = concrete_or_none(data.special_ptr)
-    longest = int(np.max(np.diff(np.asarray(ptr)))) if ptr is not None else 2**30
-    return max(1, int(np.ceil(np.log2(longest + 1))) + 1)
 
 
 def _check_real(name, value, low, high, what):
