@@ -220,17 +220,36 @@ class IBPGibbs(MCMCKernel):
     rows
         ``"auto"`` (default): probe whether rows are conditionally independent and use the
         column-at-a-time sweep if so; ``"joint"``: always one entry at a time.
+    linked
+        ``{parameter site: IBP site}`` for feature-parameter sites the block owns, when their
+        leading axis alone cannot tell (several IBP sites of one capacity); default: by shape.
+    newton_steps
+        Newton steps of each Laplace approximation (default 2; one is exact for a Gaussian
+        conditional; any number leaves the chain exact, more only raise acceptance).
+    init_features
+        For an IBP site whose feature parameters the block owns: start from this many
+        features (default 10, at most the capacity), each held by every row with probability
+        1/2, as bnpjax's own samplers do: a chain drops surplus features easily but gains them
+        slowly in many dimensions (a birth must pay for a whole new parameter row with one
+        row's data). This replaces the initial value NumPyro gives the site (its prior draw or
+        ``init_params``); ``None`` keeps that value.
 
-    Use it as ``Gibbs([(IBPGibbs(model), ["Z"]), (NUTS(model), None)])`` (several IBP sites
-    may be listed, or given to several blocks); alone it samples a model whose only latent
-    sites are IBP sites. Any chain method of ``MCMC`` that ``Gibbs`` accepts works
-    (``"sequential"``, ``"parallel"``, ``jax.vmap``).
+    Use it as ``Gibbs([(IBPGibbs(model), ["Z", "A"]), (NUTS(model), None)])`` (several IBP
+    sites may be listed, or given to several blocks); alone it samples a model whose only
+    latent sites are IBP sites and their feature parameters. Any chain method of ``MCMC`` that
+    ``Gibbs`` accepts works (``"sequential"``, ``"parallel"``, ``jax.vmap``).
     """
 
     sample_field = "z"
 
     def __init__(
-        self, model, *, rows: str = "auto", linked: dict | None = None, newton_steps: int = 2
+        self,
+        model,
+        *,
+        rows: str = "auto",
+        linked: dict | None = None,
+        newton_steps: int = 2,
+        init_features: int | None = 10,
     ):
         if not callable(model):
             raise ValueError(f"model must be a NumPyro model (a callable), got {model!r}")
@@ -248,7 +267,14 @@ class IBPGibbs(MCMCKernel):
         self._model = model
         self._rows = rows
         self._declared_links = dict(linked or {})
+        if init_features is not None and not (
+            isinstance(init_features, int) and init_features >= 0
+        ):
+            raise ValueError(
+                f"init_features must be a non-negative integer or None, got {init_features!r}"
+            )
         self._newton_steps = newton_steps
+        self._init_features = init_features
         self._plans: dict[str, _Plan] = {}
         self._linked: dict[str, _Linked] = {}
         self._diagonal: dict[str, bool] = {}
@@ -536,6 +562,12 @@ class IBPGibbs(MCMCKernel):
             name: jnp.asarray(init_params.get(name, model_trace[name]["value"]), float)
             for name in sites
         }
+        if self._init_features is not None:
+            for name in linked:
+                rng_key, key_z = jax.random.split(rng_key)
+                num_rows, capacity = z[name].shape
+                start = jax.random.bernoulli(key_z, 0.5, (num_rows, capacity)).astype(float)
+                z[name] = start * (jnp.arange(capacity) < self._init_features)
         return IBPGibbsState(
             z=z,
             num_features={n: jnp.sum(jnp.any(z[n] > 0, 0)).astype(jnp.int32) for n in ibp_sites},
@@ -551,10 +583,35 @@ class IBPGibbs(MCMCKernel):
         key_existing, key_single, key_features = jax.random.split(key, 3)
         alpha = self._trace(values, model_args, model_kwargs)[name]["fn"].alpha
 
+        Z = values[name]
+        linked = self._linked.get(name)
+        if linked is not None:
+
+            def target(Zm, U):
+                # the model's log density but the IBP prior of `name`, in the unconstrained
+                # coordinates of the feature parameters (hence the Jacobian)
+                moved = {**values, name: Zm, **linked.unpack(U)}
+                return self._log_lik(name, moved, model_args, model_kwargs) + (
+                    linked.log_jacobian(U)
+                )
+
+            # the parameters first, so that the flips below see weights fitted to Z (from a
+            # random start, the flips would otherwise dismantle features whose weights are noise)
+            U = linked.pack(values)
+            U, _ = ibp_moves.feature_pass(
+                key_features,
+                Z,
+                U,
+                target,
+                target(Z, U),
+                newton_steps=self._newton_steps,
+                diagonal=self._diagonal[name],
+            )
+            values = {**values, **linked.unpack(U)}
+
         def with_z(Z):
             return {**values, name: Z}
 
-        Z = values[name]
         if plan.axes is not None:
 
             def row_ll(Zm):
@@ -575,7 +632,6 @@ class IBPGibbs(MCMCKernel):
             Z, _ = ibp_moves.existing_joint_pass(
                 key_existing, Z, log_lik, log_lik(Z), log_odds=self._existing_log_odds
             )
-        linked = self._linked.get(name)
         if linked is None:
             Z, short = ibp_moves.singleton_pass(
                 key_single,
@@ -587,14 +643,7 @@ class IBPGibbs(MCMCKernel):
             )
             return {name: Z}, short
 
-        def target(Zm, U):
-            # the model's log density but the IBP prior of `name`, in the unconstrained
-            # coordinates of the feature parameters (hence the Jacobian)
-            moved = {**values, name: Zm, **linked.unpack(U)}
-            return self._log_lik(name, moved, model_args, model_kwargs) + linked.log_jacobian(U)
-
-        U = linked.pack(values)
-        Z, U, ll, short = ibp_moves.birth_death_pass(
+        Z, U, _, short = ibp_moves.birth_death_pass(
             key_single,
             Z,
             U,
@@ -604,15 +653,6 @@ class IBPGibbs(MCMCKernel):
             newton_steps=self._newton_steps,
             diagonal=self._diagonal[name],
             log_proposal_ratio=self._proposal_log_ratio,
-        )
-        U, _ = ibp_moves.feature_pass(
-            key_features,
-            Z,
-            U,
-            target,
-            ll,
-            newton_steps=self._newton_steps,
-            diagonal=self._diagonal[name],
         )
         return {name: Z, **linked.unpack(U)}, short
 
