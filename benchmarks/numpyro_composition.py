@@ -151,7 +151,8 @@ def main() -> None:
         (kp, sx, al), seconds = timed(numpyro_run(kernel, k_plus))
         rows["i"] = summarise("(i) IBPGibbs + NUTS", kp, sx, al, seconds, sweeps)
 
-    data = ibp_lg.make_data(np.asarray(X))
+    # the NumPyro model sees X as it is: so must the reference samplers (no standardisation)
+    data = ibp_lg.make_data(np.asarray(X), standardize=False)
     for row, name in (("ii", "parallel_gibbs"), ("iv", "collapsed_gibbs")):
         if row in args.skip:
             continue
