@@ -583,35 +583,10 @@ class IBPGibbs(MCMCKernel):
         key_existing, key_single, key_features = jax.random.split(key, 3)
         alpha = self._trace(values, model_args, model_kwargs)[name]["fn"].alpha
 
-        Z = values[name]
-        linked = self._linked.get(name)
-        if linked is not None:
-
-            def target(Zm, U):
-                # the model's log density but the IBP prior of `name`, in the unconstrained
-                # coordinates of the feature parameters (hence the Jacobian)
-                moved = {**values, name: Zm, **linked.unpack(U)}
-                return self._log_lik(name, moved, model_args, model_kwargs) + (
-                    linked.log_jacobian(U)
-                )
-
-            # the parameters first, so that the flips below see weights fitted to Z (from a
-            # random start, the flips would otherwise dismantle features whose weights are noise)
-            U = linked.pack(values)
-            U, _ = ibp_moves.feature_pass(
-                key_features,
-                Z,
-                U,
-                target,
-                target(Z, U),
-                newton_steps=self._newton_steps,
-                diagonal=self._diagonal[name],
-            )
-            values = {**values, **linked.unpack(U)}
-
         def with_z(Z):
             return {**values, name: Z}
 
+        Z = values[name]
         if plan.axes is not None:
 
             def row_ll(Zm):
@@ -632,6 +607,7 @@ class IBPGibbs(MCMCKernel):
             Z, _ = ibp_moves.existing_joint_pass(
                 key_existing, Z, log_lik, log_lik(Z), log_odds=self._existing_log_odds
             )
+        linked = self._linked.get(name)
         if linked is None:
             Z, short = ibp_moves.singleton_pass(
                 key_single,
@@ -643,7 +619,14 @@ class IBPGibbs(MCMCKernel):
             )
             return {name: Z}, short
 
-        Z, U, _, short = ibp_moves.birth_death_pass(
+        def target(Zm, U):
+            # the model's log density but the IBP prior of `name`, in the unconstrained
+            # coordinates of the feature parameters (hence the Jacobian)
+            moved = {**values, name: Zm, **linked.unpack(U)}
+            return self._log_lik(name, moved, model_args, model_kwargs) + linked.log_jacobian(U)
+
+        U = linked.pack(values)
+        Z, U, ll, short = ibp_moves.birth_death_pass(
             key_single,
             Z,
             U,
@@ -653,6 +636,15 @@ class IBPGibbs(MCMCKernel):
             newton_steps=self._newton_steps,
             diagonal=self._diagonal[name],
             log_proposal_ratio=self._proposal_log_ratio,
+        )
+        U, _ = ibp_moves.feature_pass(
+            key_features,
+            Z,
+            U,
+            target,
+            ll,
+            newton_steps=self._newton_steps,
+            diagonal=self._diagonal[name],
         )
         return {name: Z, **linked.unpack(U)}, short
 
