@@ -6,7 +6,10 @@ Three samplers of the linear-Gaussian IBP posterior on the bars data (``--num-ob
 ``ibp_lg.make_hyper()``):
 
 (i)   the model written in NumPyro (``IndianBuffetProcess`` site, ``A`` of ``--capacity``
-      rows), ``Gibbs([(IBPGibbs(model), ["Z"]), (NUTS(model), None)])``;
+      rows), ``Gibbs([(IBPGibbs(model), ["Z", "A"]), (NUTS(model), None)])``: the IBP block
+      moves each feature's weights with it (births drawn from a Laplace approximation), NUTS
+      samples alpha and the two variances; ``--z-only`` gives the block ``["Z"]`` alone
+      (the weights to NUTS, new features from their prior: the collapse of K+);
 (ii)  ``ibp_lg.parallel_gibbs`` under ``bnpjax.sample``;
 (iii) NumPyro's ``DiscreteHMCGibbs(NUTS)`` on the fixed-K beta-Bernoulli truncation of the
       same model (``pi_k ~ Beta(alpha / K, 1)``, ``K = --truncation``);
@@ -108,6 +111,7 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--z-only", action="store_true", help="(i) without the weights")
     parser.add_argument("--skip", nargs="*", default=[], choices=["i", "ii", "iii", "iv"])
     args = parser.parse_args()
 
@@ -142,11 +146,13 @@ def main() -> None:
     rows = {}
     if "i" not in args.skip:
         model = ibp_model(args.capacity)
-        kernel = Gibbs([(IBPGibbs(model), ["Z"]), (NUTS(model), None)])
+        sites = ["Z"] if args.z_only else ["Z", "A"]
+        kernel = Gibbs([(IBPGibbs(model), sites), (NUTS(model), None)])
         (kp, sx, al), seconds = timed(numpyro_run(kernel, k_plus))
         rows["i"] = summarise("(i) IBPGibbs + NUTS", kp, sx, al, seconds, sweeps)
 
-    data = ibp_lg.make_data(np.asarray(X))
+    # the NumPyro model sees X as it is: so must the reference samplers (no standardisation)
+    data = ibp_lg.make_data(np.asarray(X), standardize=False)
     for row, name in (("ii", "parallel_gibbs"), ("iv", "collapsed_gibbs")):
         if row in args.skip:
             continue

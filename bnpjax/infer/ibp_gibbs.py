@@ -220,17 +220,36 @@ class IBPGibbs(MCMCKernel):
     rows
         ``"auto"`` (default): probe whether rows are conditionally independent and use the
         column-at-a-time sweep if so; ``"joint"``: always one entry at a time.
+    linked
+        ``{parameter site: IBP site}`` for feature-parameter sites the block owns, when their
+        leading axis alone cannot tell (several IBP sites of one capacity); default: by shape.
+    newton_steps
+        Newton steps of each Laplace approximation (default 2; one is exact for a Gaussian
+        conditional; any number leaves the chain exact, more only raise acceptance).
+    init_features
+        For an IBP site whose feature parameters the block owns: start from this many
+        features (default 10, at most the capacity), each held by every row with probability
+        1/2, as bnpjax's own samplers do: a chain drops surplus features easily but gains them
+        slowly in many dimensions (a birth must pay for a whole new parameter row with one
+        row's data). This replaces the initial value NumPyro gives the site (its prior draw or
+        ``init_params``); ``None`` keeps that value.
 
-    Use it as ``Gibbs([(IBPGibbs(model), ["Z"]), (NUTS(model), None)])`` (several IBP sites
-    may be listed, or given to several blocks); alone it samples a model whose only latent
-    sites are IBP sites. Any chain method of ``MCMC`` that ``Gibbs`` accepts works
-    (``"sequential"``, ``"parallel"``, ``jax.vmap``).
+    Use it as ``Gibbs([(IBPGibbs(model), ["Z", "A"]), (NUTS(model), None)])`` (several IBP
+    sites may be listed, or given to several blocks); alone it samples a model whose only
+    latent sites are IBP sites and their feature parameters. Any chain method of ``MCMC`` that
+    ``Gibbs`` accepts works (``"sequential"``, ``"parallel"``, ``jax.vmap``).
     """
 
     sample_field = "z"
 
     def __init__(
-        self, model, *, rows: str = "auto", linked: dict | None = None, newton_steps: int = 2
+        self,
+        model,
+        *,
+        rows: str = "auto",
+        linked: dict | None = None,
+        newton_steps: int = 2,
+        init_features: int | None = 10,
     ):
         if not callable(model):
             raise ValueError(f"model must be a NumPyro model (a callable), got {model!r}")
@@ -248,7 +267,14 @@ class IBPGibbs(MCMCKernel):
         self._model = model
         self._rows = rows
         self._declared_links = dict(linked or {})
+        if init_features is not None and not (
+            isinstance(init_features, int) and init_features >= 0
+        ):
+            raise ValueError(
+                f"init_features must be a non-negative integer or None, got {init_features!r}"
+            )
         self._newton_steps = newton_steps
+        self._init_features = init_features
         self._plans: dict[str, _Plan] = {}
         self._linked: dict[str, _Linked] = {}
         self._diagonal: dict[str, bool] = {}
@@ -536,6 +562,12 @@ class IBPGibbs(MCMCKernel):
             name: jnp.asarray(init_params.get(name, model_trace[name]["value"]), float)
             for name in sites
         }
+        if self._init_features is not None:
+            for name in linked:
+                rng_key, key_z = jax.random.split(rng_key)
+                num_rows, capacity = z[name].shape
+                start = jax.random.bernoulli(key_z, 0.5, (num_rows, capacity)).astype(float)
+                z[name] = start * (jnp.arange(capacity) < self._init_features)
         return IBPGibbsState(
             z=z,
             num_features={n: jnp.sum(jnp.any(z[n] > 0, 0)).astype(jnp.int32) for n in ibp_sites},
