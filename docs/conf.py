@@ -80,6 +80,12 @@ html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
     "github_url": None,
+    # notebook pages hold wide code, tables and figures: no right-hand sidebar there, so
+    # the content column is not squeezed to ~470 px with horizontal scrollbars
+    "secondary_sidebar_items": {
+        pattern: ["page-toc"] for pattern in ("*", "models/*", "guides/*", "api/*")
+    }
+    | {"notebooks/*": []},
 }
 html_show_sourcelink = False
 
