@@ -31,8 +31,9 @@ DATA = {
     "wmmsb_fb_uc": ("load_network", ("fb_uc",)),
     "m3f_movielens": ("movielens", ("ml-100k",)),
 }
-#: the longest a notebook may take at the short settings
-LIMIT_S = 60
+#: the longest a notebook may take at the short settings: the 3 minutes a reader is promised
+#: on a 2-core CPU (the measured times, 14-45 s on one core, are on the benchmarks page)
+LIMIT_S = 180
 
 
 def _with_parameters(notebook, values):
