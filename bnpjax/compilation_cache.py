@@ -115,6 +115,25 @@ def _reset() -> None:
     reset_cache()
 
 
+def requested_cpu_opt_level() -> int | str | None:
+    """The CPU's LLVM optimisation level the user asked for through ``BNPJAX_XLA_CPU_OPT_LEVEL``:
+    an integer in 0..3, ``"default"`` (XLA's own), or None when unset.
+
+    Raises
+    ------
+    ValueError
+        If ``BNPJAX_XLA_CPU_OPT_LEVEL`` is neither ``default`` nor an integer in 0..3.
+    """
+    chosen = os.environ.get(OPT_LEVEL_VARIABLE, "").strip().lower()
+    if not chosen or chosen == "default":
+        return chosen or None
+    if chosen not in {"0", "1", "2", "3"}:
+        raise ValueError(
+            f"{OPT_LEVEL_VARIABLE} must be 'default' or an integer in 0..3, got {chosen!r}"
+        )
+    return int(chosen)
+
+
 def _cpu_only() -> bool:
     """No GPU or TPU backend can be initialised: ``JAX_PLATFORMS`` is ``cpu``, or no
     accelerator plugin of jaxlib is installed."""
@@ -137,7 +156,10 @@ def _set_cpu_opt_level() -> None:
     JAX's backend is already running (then only the per-program option applies)."""
 
     flags = os.environ.get("XLA_FLAGS", "")
-    chosen = os.environ.get(OPT_LEVEL_VARIABLE, "").strip().lower()
+    try:
+        chosen = requested_cpu_opt_level()
+    except ValueError:  # raised, with its message, when the first program is compiled
+        return
     if _XLA_OPT_FLAG in flags or chosen == "default" or not _cpu_only():
         return
     try:
@@ -147,7 +169,7 @@ def _set_cpu_opt_level() -> None:
             return
     except (ImportError, AttributeError):  # pragma: no cover - JAX reorganised
         return
-    level = int(chosen) if chosen in {"0", "1", "2", "3"} else CPU_OPT_LEVEL
+    level = CPU_OPT_LEVEL if chosen is None else chosen
     os.environ["XLA_FLAGS"] = f"{flags} --{_XLA_OPT_FLAG}={level}".strip()
 
 

@@ -53,15 +53,15 @@ def test_a_file_is_not_a_cache_folder(tmp_path):
 def test_cpu_programs_compile_at_llvm_level_1_unless_told_otherwise(monkeypatch):
     from bnpjax.infer import programs
 
-    monkeypatch.delenv(programs.OPT_LEVEL_VARIABLE, raising=False)
+    monkeypatch.delenv(compilation_cache.OPT_LEVEL_VARIABLE, raising=False)
     monkeypatch.setenv("XLA_FLAGS", "")
     assert programs.compiler_options() == {"xla_backend_optimization_level": 1}
-    monkeypatch.setenv(programs.OPT_LEVEL_VARIABLE, "3")
+    monkeypatch.setenv(compilation_cache.OPT_LEVEL_VARIABLE, "3")
     assert programs.compiler_options() == {"xla_backend_optimization_level": 3}
-    monkeypatch.setenv(programs.OPT_LEVEL_VARIABLE, "default")
+    monkeypatch.setenv(compilation_cache.OPT_LEVEL_VARIABLE, "default")
     assert programs.compiler_options() is None
-    monkeypatch.setenv(programs.OPT_LEVEL_VARIABLE, "fast")
-    with pytest.raises(ValueError, match=programs.OPT_LEVEL_VARIABLE):
+    monkeypatch.setenv(compilation_cache.OPT_LEVEL_VARIABLE, "fast")
+    with pytest.raises(ValueError, match=compilation_cache.OPT_LEVEL_VARIABLE):
         programs.compiler_options()
     # the user's XLA flag wins (the test suite sets one)
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")

@@ -29,7 +29,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.compilation_cache import _XLA_OPT_FLAG, CPU_OPT_LEVEL, OPT_LEVEL_VARIABLE
+from bnpjax.compilation_cache import (
+    _XLA_OPT_FLAG,
+    CPU_OPT_LEVEL,
+    requested_cpu_opt_level,
+)
 
 __all__ = ["MAX_COMPILED_PROGRAMS", "clear_compile_cache", "compile_count", "compiler_options"]
 
@@ -44,18 +48,14 @@ def compiler_options() -> dict | None:
     ValueError
         If ``BNPJAX_XLA_CPU_OPT_LEVEL`` is neither ``default`` nor an integer in 0..3.
     """
-    chosen = os.environ.get(OPT_LEVEL_VARIABLE, "").strip().lower()
-    if chosen == "default" or _XLA_OPT_FLAG in os.environ.get("XLA_FLAGS", ""):
+    if _XLA_OPT_FLAG in os.environ.get("XLA_FLAGS", ""):  # the user's flag wins over all
+        return None
+    chosen = requested_cpu_opt_level()
+    if chosen == "default":
         return None
     if jax.default_backend() != "cpu":
         return None
-    if chosen:
-        if chosen not in {"0", "1", "2", "3"}:
-            raise ValueError(
-                f"{OPT_LEVEL_VARIABLE} must be 'default' or an integer in 0..3, got {chosen!r}"
-            )
-        return {_XLA_OPT_FLAG: int(chosen)}
-    return {_XLA_OPT_FLAG: CPU_OPT_LEVEL}
+    return {_XLA_OPT_FLAG: CPU_OPT_LEVEL if chosen is None else chosen}
 
 
 class _KernelFunctions(NamedTuple):
