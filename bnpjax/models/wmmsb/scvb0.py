@@ -190,20 +190,14 @@ def _minibatch(data, hyper, state, key, nodes, *, likelihood, draws, max_degree,
     wz_global = pairs_n / (batch * draws) * zobs
     wl_global = N / (2.0 * batch) * lw
     # zeros: one predictive table for all, so no (B, D, K, K) gammas are formed
-    zi_role, zj_role, z_block = _pair_roles(
-        theta(zi), theta(zj), _log_pred_zero(n_y, n_phi, hr, hp, likelihood), wz_global
-    )
+    lp0 = _log_pred_zero(n_y, n_phi, hr, hp, likelihood)
+    zi_role, zj_role, z_block = _pair_roles(theta(zi), theta(zj), lp0, wz_global)
     if likelihood == "bernoulli":
         # a link's predictive is one of two tables (y = 1, or an explicit y = 0)
         y1 = (ly > 0).astype(dtype)
         lp1 = _log_pred(jnp.ones((), dtype), n_y, n_phi, hr, hp, likelihood)
         one_i, one_j, n_y_hat = _pair_roles(theta_li, theta_lj, lp1, wl_global * y1)
-        nil_i, nil_j, nil_block = _pair_roles(
-            theta_li,
-            theta_lj,
-            _log_pred_zero(n_y, n_phi, hr, hp, likelihood),
-            wl_global * (1 - y1),
-        )
+        nil_i, nil_j, nil_block = _pair_roles(theta_li, theta_lj, lp0, wl_global * (1 - y1))
         li_role = jnp.where(y1[..., None] > 0, one_i, nil_i)
         lj_role = jnp.where(y1[..., None] > 0, one_j, nil_j)
         n_phi_hat = n_y_hat + nil_block
