@@ -18,7 +18,7 @@ from bnpjax.models import ibp_lg
 
 def _match(A_true, A_est):
     """Mean absolute error of the best one-to-one match of features, each up to its sign:
-    with the per-column offset sampled (``sample_offset=True``) a feature and its complement
+    with the per-column offset sampled (the default) a feature and its complement
     are the same model (``z -> 1 - z``, ``a -> -a``, the offset takes ``a``), and a bar held
     by half of the images, as each is here, may come out either way."""
     diff = A_true[:, None, :] - A_est[None, :, :]
@@ -183,8 +183,8 @@ def test_deprecated_names_still_work(bars_data):
     assert hyper == ibp_lg.make_hyper(
         alpha_prior=(4.0, 4.0), sigma_x_prior=(3.0, 2.0), sigma_a_prior=(3.0, 2.0)
     )
-    # the old function knows no offset: the model without one (the default)
-    kernel = ibp_lg.parallel_gibbs(data, capacity=8)
+    # the old function knows no offset: the model without one
+    kernel = ibp_lg.parallel_gibbs(data, capacity=8, sample_offset=False)
     result = run(kernel, jax.random.key(0), 5, progress_bar=False)
     post = result.trace["posterior"]
     with pytest.warns(FutureWarning, match="feature_means"):

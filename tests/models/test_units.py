@@ -68,31 +68,38 @@ def test_ibp_lg_data_in_other_units_standardise_to_the_same_numbers(precision):
         np.testing.assert_allclose(data.loc, np.asarray(base.loc) * scale + shift, rtol=1e-6)
 
 
-@pytest.mark.skipif(not LONG, reason="float32 recovery runs 2 x 1000 sweeps; BNPJAX_LONG_TESTS=1")
 @pytest.mark.parametrize("sampler", ["collapsed_gibbs", "parallel_gibbs"])
-def test_ibp_lg_recovers_four_features_from_bars_in_other_units_in_float32(precision, sampler):
-    if precision == "float64":
-        pytest.skip("float64: test_recovers_bars, on the same standardised numbers")
+def test_ibp_lg_recovers_four_features_from_bars_in_other_units(precision, sampler):
+    """The defaults (the offset sampled, with the complement moves) on bars times 1e6 and
+    plus 1e6: 4 features, the most frequent count over 2 chains of 400 draws after 600, as
+    ``test_recovers_bars`` asks on the bars. The chains are those on the bars (the data
+    standardise to the same numbers), whose pooled K+ mode was 4 for 8 of 8 keys with the
+    collapsed sampler in float32, 7 of 8 with the parallel one (key 7: K+ 4 in 34.7% of the
+    draws, 5 in 35.5%) and 3 of 3 for each in float64 (issue 28's log; key 1 here). A run
+    costs its compilation (about 20 s) more than its sweeps, so the default suite runs the
+    users' default, float32, with the collapsed sampler; ``BNPJAX_LONG_TESTS=1`` all four."""
+    if not LONG and (precision, sampler) != ("float32", "collapsed_gibbs"):
+        pytest.skip("about 20 s of compilation each; BNPJAX_LONG_TESTS=1 runs them")
     sim = bars(0, missing_fraction=0.1)
     for scale, shift in _UNITS.values():
-        # the model without an offset (the default): its background level is given
-        data = ibp_lg.make_data(sim["X"] * scale + shift, sim["mask"], center=shift)
+        data = ibp_lg.make_data(sim["X"] * scale + shift, sim["mask"])
         post = _run(getattr(ibp_lg, sampler)(data, capacity=4), 400, 600, num_chains=2)
-        assert np.bincount(post["num_features"].ravel()).argmax() == 4
+        assert np.bincount(post["num_features"].ravel()).argmax() == 4, (scale, shift)
         assert abs(post["sigma_x"].mean() / scale - 0.5) < 0.05
 
 
 def test_ibp_lg_without_an_offset_warns_when_the_data_sit_far_from_its_zero():
-    """The default model has no offset of its own (its zero is the background level): data
-    far from it cost a feature, which a warning says, with the two ways out."""
+    """The model without an offset of its own (``sample_offset=False``: its zero is the
+    background level): data far from it cost a feature, which a warning says, with the two
+    ways out."""
     X = bars(0, num_obs=10)["X"] + 1e6
     data = ibp_lg.make_data(X)
     with pytest.warns(UserWarning, match=r"pass make_data\(\.\.\., center=\) the background"):
-        ibp_lg.collapsed_gibbs(data)
+        ibp_lg.collapsed_gibbs(data, sample_offset=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        ibp_lg.collapsed_gibbs(data, sample_offset=True)  # exactly shift-invariant
-        ibp_lg.collapsed_gibbs(ibp_lg.make_data(X, center=1e6))
+        ibp_lg.collapsed_gibbs(data)  # the default samples the offset: exactly shift-invariant
+        ibp_lg.collapsed_gibbs(ibp_lg.make_data(X, center=1e6), sample_offset=False)
     with pytest.raises(ValueError, match="center must be"):
         ibp_lg.make_data(X, center="median")
     with pytest.raises(ValueError, match="center needs standardize=True"):
@@ -104,22 +111,24 @@ def test_ibp_lg_without_an_offset_warns_when_the_data_sit_far_from_its_zero():
         ibp_lg.make_hyper(offset_sd=-1.0)
 
 
-def test_ibp_lg_refuses_a_sampled_offset_for_a_column_with_nothing_observed():
+def test_ibp_lg_holds_the_offset_of_a_column_with_nothing_observed():
+    """A column with nothing observed has no posterior for a flat-prior offset: it stays at
+    the background level (the data's zero here) while the other columns' offsets move."""
     X = np.ones((3, 2)) + np.eye(3, 2)
     mask = np.array([[True, False]] * 3)
     data = ibp_lg.make_data(X, mask)
-    with pytest.raises(ValueError, match=r"columns without any observed entry: \[1\]"):
-        ibp_lg.parallel_gibbs(data, sample_offset=True)
-    ibp_lg.parallel_gibbs(data)  # the fixed zero needs no data
+    post = _run(ibp_lg.parallel_gibbs(data, capacity=4), 20)
+    np.testing.assert_allclose(post["offset"][..., 1], 0.0, atol=1e-9)  # rounding of loc
+    assert np.ptp(post["offset"][..., 0]) > 0
 
 
 def test_ibp_lg_chain_and_predictions_in_other_units():
-    """With the offset sampled (``sample_offset=True``) bars times 1e6 plus 1e6 is the chain
-    on the bars, without a ``center``."""
+    """With the offset sampled (the default) bars times 1e6 plus 1e6 is the chain on the bars,
+    without a ``center``."""
     sim = bars(0, num_obs=20, missing_fraction=0.1)
     base_data = ibp_lg.make_data(sim["X"], sim["mask"])
     data = ibp_lg.make_data(sim["X"] * 1e6 + 1e6, sim["mask"])
-    kw = dict(capacity=8, sample_offset=True)
+    kw = dict(capacity=8)
     base = run(ibp_lg.collapsed_gibbs(base_data, **kw), jax.random.key(1), 10,
                progress_bar=False).trace  # fmt: skip
     trace = run(ibp_lg.collapsed_gibbs(data, **kw), jax.random.key(1), 10,

@@ -44,7 +44,7 @@ def resolve(
     sample_alpha: bool = True,
     sample_sigma_x: bool = True,
     sample_sigma_a: bool = True,
-    sample_offset: bool = False,
+    sample_offset: bool = True,
     kappa: int = 10,
     capacity: int = 16,
     num_init_features: int = 10,
@@ -93,18 +93,10 @@ def resolve(
 
 
 def _check_offset(data, sample_offset: bool):
-    """A sampled offset needs an observed entry in every column (a flat prior and no data is
-    no posterior); a fixed one far from the data costs a feature and, in float32, digits."""
-    mask = concrete_or_none(data.mask)
-    if mask is None:  # traced (Geweke's successive chain): checked when it was built
-        return
+    """A fixed offset far from the data costs a feature and, in float32, digits: warn. (A
+    sampled one is exactly shift-invariant; a column with nothing observed keeps its offset
+    at the background level, :func:`~bnpjax.models.ibp_lg.conditionals.hyper_updates`.)"""
     if sample_offset:
-        empty = np.flatnonzero(~(np.asarray(mask) > 0).any(axis=0))
-        if empty.size:
-            raise ValueError(
-                f"mask leaves columns without any observed entry: {empty[:10].tolist()}; drop "
-                "them, or pass sample_offset=False (their offset has no data to go on)"
-            )
         return
     background = concrete_or_none(data.background)
     if background is not None and np.max(np.abs(np.asarray(background))) > 100:
@@ -129,7 +121,7 @@ def init(
     sigma_x=1.0,
     sigma_a=1.0,
     num_init_features=10,
-    sample_offset=False,
+    sample_offset=True,
 ) -> IBPLGState:
     """A random start: ``Z`` with ``num_init_features`` columns, each entry on with
     probability 1/2, then ``A | Z, X``; the offset at the column means (held at
@@ -149,8 +141,8 @@ def init(
     num_init_features : int
         Number of random starting columns (at most ``capacity``).
     sample_offset : bool
-        Whether the offset is sampled (it starts at the column means) or held at the data's
-        background level.
+        Whether the offset is sampled (it starts at the column means; a column with nothing
+        observed holds it at the background level) or held at the data's background level.
 
     Returns
     -------
@@ -166,7 +158,9 @@ def init(
     sx = jnp.asarray(sigma_x, dtype)
     sa = jnp.asarray(sigma_a, dtype)
     D = data.X.shape[1]
-    offset = jnp.broadcast_to(jnp.asarray(0.0 if sample_offset else data.background, dtype), (D,))
+    background = jnp.broadcast_to(jnp.asarray(data.background, dtype), (D,))
+    observed = jnp.sum(data.mask, axis=0) > 0
+    offset = jnp.where(observed, 0.0, background) if sample_offset else background
     X = data.X - offset
     A = sample_A(key_a, Z, X, sx, sa)
     return IBPLGState(Z, A, jnp.asarray(alpha, dtype), sx, sa, X, offset)
@@ -266,9 +260,7 @@ def build_algorithm(step_fn, name: str, data, s: Settings) -> SamplingAlgorithm:
     return growable(build, s.capacity, pad_fields({"Z": 1, "A": 0}))
 
 
-def sweep_step(
-    step_fn, *, kappa, sample_alpha, sample_sigma_x, sample_sigma_a, sample_offset=False
-):
+def sweep_step(step_fn, *, kappa, sample_alpha, sample_sigma_x, sample_sigma_a, sample_offset=True):
     """``step(key, state, data, hyper)`` of one sweep of ``step_fn`` (the ``build_step`` of
     both samplers: they differ only in how ``Z`` is swept)."""
     flags = {

@@ -146,7 +146,7 @@ def build_step(
     sample_alpha=True,
     sample_sigma_x=True,
     sample_sigma_a=True,
-    sample_offset=False,
+    sample_offset=True,
 ):
     """One sweep as ``step(key, state, data, hyper) -> (state, info)``.
 
@@ -157,7 +157,8 @@ def build_step(
     sample_alpha, sample_sigma_x, sample_sigma_a : bool
         Which hyperparameters the sweep resamples (the others keep the state's values).
     sample_offset : bool
-        Whether the per-column offset is resampled (else it keeps the state's value).
+        Whether the per-column offset is resampled, with the complement moves (else it
+        keeps the state's value).
 
     Returns
     -------
@@ -184,7 +185,7 @@ def collapsed_gibbs(
     sample_alpha: bool = True,
     sample_sigma_x: bool = True,
     sample_sigma_a: bool = True,
-    sample_offset: bool = False,
+    sample_offset: bool = True,
     kappa: int = 10,
     capacity: int = 16,
     num_init_features: int = 10,
@@ -208,10 +209,12 @@ def collapsed_gibbs(
     sample_alpha, sample_sigma_x, sample_sigma_a : bool
         Which hyperparameters are sampled.
     sample_offset : bool
-        Sample each column's offset (flat prior): the fit is then exactly the same whatever
-        the data's origin (see :func:`make_data`), at the cost of a less sparse fit in
-        float32. False, the default, holds it at the data's background level
-        (``make_data(..., center=)``, default 0): Griffiths and Ghahramani's model.
+        Sample each column's offset (flat prior; the default): the fit is then exactly the
+        same whatever the data's origin (see :func:`make_data`), and each sweep ends with
+        the complement moves (:func:`~bnpjax.models.ibp_lg.conditionals.complement_moves`)
+        that keep a feature and its complement from being held as a second background.
+        False holds it at the data's background level (``make_data(..., center=)``,
+        default 0): Griffiths and Ghahramani's model.
     kappa : int
         Truncation of the number of new features per row.
     capacity : int

@@ -22,6 +22,7 @@ from bnpjax.ops import truncated_poisson_log_pmf
 from bnpjax.priors import ibp
 
 __all__ = [
+    "complement_moves",
     "entry_log_likelihood",
     "finish_sweep",
     "hyper_updates",
@@ -64,7 +65,8 @@ def hyper_updates(key, data, hyper, Z, A, state, flags):
     compiled program instead of three keeps compilation short. ``state.X`` is the data less
     the offset; the offset's conditional, given the imputed data, is Gaussian per column:
     precision ``N / sigma_x^2 + offset_precision``, mean ``sum_n (x_nd - (Z A)_nd) / sigma_x^2``
-    over that precision."""
+    over that precision. A column with nothing observed keeps its offset (at the background
+    level: under the flat prior it would have no posterior)."""
     key_gamma, key_x = jax.random.split(key)
     N, D = data.X.shape
     active = Z.sum(0) > 0
@@ -97,7 +99,7 @@ def hyper_updates(key, data, hyper, Z, A, state, flags):
         precision = N / sigma_x**2 + hyper.offset_precision
         mean = jnp.sum(resid + offset, axis=0) / sigma_x**2 / precision
         noise = jax.random.normal(key_offset, offset.shape, X.dtype)
-        offset = mean + noise * jax.lax.rsqrt(precision)
+        offset = jnp.where(data.mask.sum(0) > 0, mean + noise * jax.lax.rsqrt(precision), offset)
     noise = jax.random.normal(key_x, X.shape, X.dtype)
     X = jnp.where(data.mask > 0, data.X - offset, Z @ A + sigma_x * noise)
     return IBPLGState(Z, A, alpha, sigma_x, sigma_a, X, offset)
@@ -146,11 +148,65 @@ def _info(data, hyper, state, flags, exceeded, needed):
     )
 
 
+def complement_moves(key, hyper, Z, A, state, movable, *, prior_ratio=True):
+    r"""One Metropolis-Hastings complement move per live feature (held by 1 to N-1 rows),
+    in slot order: ``z_k -> 1 - z_k``, ``a_k -> -a_k``, ``offset -> offset + a_k``.
+
+    With a sampled offset, a feature and its complement explain the data equally well:
+    ``Z' A' = Z A - a_k``, so ``offset' + Z' A' = offset + Z A`` entry by entry (the imputed
+    entries of ``X`` are held fixed; ``state.X``, the data less the offset, moves by
+    ``-a_k``; in a column with nothing observed, ``movable`` False, the offset stays at the
+    background level and the imputed entries move instead). The move is a deterministic
+    involution with unit Jacobian (a sign change and translations), ``A``'s prior is
+    symmetric, and the IBP probability of the slot-labelled ``Z`` changes by the column's
+    factor ``(N - m)! (m - 1)! / N!`` alone, so the acceptance ratio is
+    ``m_k / (N - m_k)`` times the offset prior's ratio (1 under the default flat prior).
+    Without this move a feature held by nearly every row (a second background level) is
+    kept for many sweeps: the row-by-row flips reach its sparse complement only through
+    states of low probability. ``prior_ratio=False`` is the broken twin of the Geweke
+    table (the IBP's ratio forgotten: every proposal accepted).
+
+    References
+    ----------
+    Griffiths & Ghahramani (2011), eq. 14 (the column factor of P([Z])).
+    Tierney, L. (1994). Markov chains for exploring posterior distributions. *Ann. Statist.*
+    22, 1701-1762 (deterministic involutions as Metropolis-Hastings proposals).
+    """
+    N = Z.shape[0]
+    m = Z.sum(0)
+    live = (m > 0.5) & (m < N - 0.5)
+    log_u = jnp.log(jax.random.uniform(key, m.shape, Z.dtype))
+    p = jnp.asarray(hyper.offset_precision, Z.dtype)
+
+    def column(k, carry):
+        Z, A, offset, X = carry
+        log_r = jnp.log(m[k]) - jnp.log(N - m[k]) if prior_ratio else 0.0
+        new_offset = offset + A[k] * movable
+        log_r = log_r - 0.5 * p * (new_offset @ new_offset - offset @ offset)
+        do = live[k] & (log_u[k] < log_r)
+        return (
+            jnp.where(do, Z.at[:, k].set(1 - Z[:, k]), Z),
+            jnp.where(do, A.at[k].set(-A[k]), A),
+            jnp.where(do, new_offset, offset),
+            jnp.where(do, X - A[k], X),
+        )
+
+    Z, A, offset, X = jax.lax.fori_loop(0, Z.shape[1], column, (Z, A, state.offset, state.X))
+    return Z, A, state._replace(X=X, offset=offset)
+
+
 def finish_sweep(keys, data, hyper, state, Z, exceeded, shortfall, flags):
-    """The end of a sweep of either sampler, given its new ``Z``: ``A | Z, X``, then
-    :func:`hyper_updates`, and the step's info (``keys``: the keys of the two draws)."""
+    """The end of a sweep of either sampler, given its new ``Z``: ``A | Z, X``, then (with a
+    sampled offset) :func:`complement_moves`, then :func:`hyper_updates`, and the step's info
+    (``keys``: the keys of the two draws). In the collapsed samplers ``A`` is drawn exactly
+    from its conditional here, so the moves see the joint state; the next sweep integrates
+    ``A`` out again."""
     key_A, key_rest = keys
     A = sample_A(key_A, Z, state.X, state.sigma_x, state.sigma_a)
+    if flags.get("sample_offset", False):
+        # a key of its own (folded in), so that the other draws of the step are unchanged
+        key_move = jax.random.fold_in(key_A, 0xC0)
+        Z, A, state = complement_moves(key_move, hyper, Z, A, state, data.mask.sum(0) > 0)
     new = hyper_updates(key_rest, data, hyper, Z, A, state, flags)
     needed = jnp.sum(Z.sum(0) > 0) + shortfall
     return new, _info(data, hyper, new, flags, exceeded, needed)

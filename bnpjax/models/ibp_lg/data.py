@@ -86,8 +86,9 @@ def make_data(X, mask=None, *, center=None, standardize: bool = True) -> IBPLGDa
     """Validate ``X`` and its observation mask, and standardise ``X``.
 
     The model is ``X = 1 offset' + Z A + noise``, with the offset of each column (the level of
-    an entry no feature touches) held at ``background``, the data's zero or ``center``, by
-    default: Griffiths and Ghahramani's linear-Gaussian model. Its default hyperpriors and
+    an entry no feature touches) sampled under a flat prior by default; the factories'
+    ``sample_offset=False`` holds it at ``background``, the data's zero or ``center``:
+    Griffiths and Ghahramani's linear-Gaussian model. Its default hyperpriors and
     starting values assume entries of order 1, so ``X`` is standardised once, on the host in
     float64: ``(X - loc) / scale``, with ``loc`` the column means of the observed entries and
     ``scale`` their root mean square about them. The samplers run on the standardised data
@@ -97,27 +98,28 @@ def make_data(X, mask=None, *, center=None, standardize: bool = True) -> IBPLGDa
     and multiplies ``A``, ``sigma_x`` and ``sigma_a`` by ``c``: the chains are the same draw
     for draw, up to rounding.
 
-    A shift is a change of units only for the model with an offset of its own: the factories'
-    ``sample_offset=True`` samples it under a flat prior, and then ``X + b`` (``b`` a number or
-    one per column) leaves the law of everything else exactly unchanged and moves the offset
-    by ``b``; the chains are those on ``X``. Without it (the default), ``X + c`` holds one more
-    feature, the constant image ``c``: pass the background level as ``center``; the factories
-    warn when the data sit far from it. The offset is not the default because it changes the
-    fit of data with a known zero: a feature and its complement become the same model
-    (``z -> 1 - z``, ``a -> -a``, ``offset -> offset + a``), and in float32 the samplers then
-    spent extra, near-constant features on bars (K+ 4 in 18% of the draws against 44% without
-    the offset; docs/guides/inputs.md).
+    A shift is a change of units only for the model with an offset of its own, the default:
+    then ``X + b`` (``b`` a number or one per column) leaves the law of everything else
+    exactly unchanged and moves the offset by ``b``; the chains are those on ``X``. With the
+    offset a feature and its complement explain the data equally well (``z -> 1 - z``,
+    ``a -> -a``, ``offset -> offset + a``); the samplers' complement moves go between the
+    two, so that a feature held by nearly every row (a second background) is not kept for
+    long (without them, float32 chains on bars held one in 27% to 43% of their draws;
+    docs/guides/inputs.md). ``sample_offset=False`` is the model without an offset: there
+    ``X + c`` holds one more feature, the constant image ``c``; pass the background level as
+    ``center``; the factories warn when the data sit far from it.
 
     Parameters
     ----------
     X : array_like, shape (N, D)
         The data; NaN is accepted only where ``mask`` is False.
     mask : array_like of bool, shape (N, D), optional
-        True where observed (default: every entry). Every row needs an observed entry, and
-        every column does when the offset is sampled.
+        True where observed (default: every entry). Every row needs an observed entry; a
+        column with none keeps its offset at the background level.
     center : None, float, "mode" or "mean"
-        The background level at which the offset is held (the default ``sample_offset=False``;
-        no effect when the offset is sampled): None keeps the data's origin (0); a number;
+        The background level at which ``sample_offset=False`` holds the offset (no effect
+        when the offset is sampled, the default, except in columns with nothing observed):
+        None keeps the data's origin (0); a number;
         ``"mode"``, the half-sample mode of the observed entries
         (:func:`bnpjax.infer.scaling.half_sample_mode`, the level most entries sit at); or
         ``"mean"``. A data-derived level is only an estimate: on the bars data the mode lies
@@ -190,8 +192,8 @@ def _standardisation(X, mask, center, standardize: bool):
             raise ValueError(f"center must be None, a number, 'mode' or 'mean', got {center!r}")
         level = float(center)
     counts = mask.sum(0)
-    # a column with nothing observed takes the overall mean (the factories refuse it when the
-    # offset is sampled: its offset would have no data)
+    # a column with nothing observed takes the overall mean (a sampled offset is held at the
+    # background level there: it has no data)
     loc = np.where(counts > 0, np.where(mask, X, 0.0).sum(0) / np.maximum(counts, 1),
                    values.mean())  # fmt: skip
     _, scale = location_scale((X - loc)[mask], None)

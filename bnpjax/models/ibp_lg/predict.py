@@ -148,10 +148,12 @@ def log_likelihood(draws, data: IBPLGData, test=None) -> np.ndarray:
     )
 
 
-def feature_means(draws, data: IBPLGData) -> np.ndarray:
-    """``E[A | Z, X_obs, sigma, offset] = (Z'Z + sigma_x^2 / sigma_a^2 I)^-1 Z'(X - offset)``
-    per posterior draw, per column of ``X`` over its observed rows (zero in inactive feature
-    columns).
+def feature_means(draws, data: IBPLGData, *, integrate_offset=None) -> np.ndarray:
+    """The posterior mean of the feature weights ``A`` per posterior draw, per column of ``X``
+    over its observed rows (zero in inactive feature columns): given the draw's offset,
+    ``(Z'Z + sigma_x^2 / sigma_a^2 I)^-1 Z'(X - offset)``, or with the offset integrated out
+    under its flat prior, the same with ``Z`` and ``X`` centred on their column means over
+    the observed rows (the intercept of a ridge regression left unpenalised).
 
     Parameters
     ----------
@@ -160,6 +162,12 @@ def feature_means(draws, data: IBPLGData) -> np.ndarray:
         as the data's zero when absent).
     data : IBPLGData
         The training data.
+    integrate_offset : bool, optional
+        Integrate the offset out (a sampled offset: one draw of it adds its own noise,
+        ``sigma_x / sqrt(N)`` per column, to every weight) or condition on it (an offset held
+        at the background level). Default: integrate when the traced offset differs between
+        draws, i.e. when it was sampled. The integral is under the flat prior (the
+        default); a proper one (``make_hyper(offset_sd=)``) is not read here.
 
     Returns
     -------
@@ -173,6 +181,9 @@ def feature_means(draws, data: IBPLGData) -> np.ndarray:
     arrays = _arrays(draws, ["Z", "sigma_x", "sigma_a"], data)
     X, mask = data.X, data.mask
     scale = float(data.scale)
+    if integrate_offset is None:
+        offsets = arrays["offset"].reshape(-1, X.shape[1])
+        integrate_offset = bool(np.any(offsets != offsets[:1]))
 
     def one(d):
         Z = d["Z"].astype(X.dtype)
@@ -181,6 +192,12 @@ def feature_means(draws, data: IBPLGData) -> np.ndarray:
         eye = jnp.eye(Z.shape[1], dtype=X.dtype)
 
         def column(x, m):
+            if integrate_offset:
+                # the flat offset integrated out: the regression on Z centred over the
+                # observed rows (the draw's offset drops out with the centring)
+                n = jnp.maximum(m.sum(), 1)
+                Zc = (Z - (Z * m[:, None]).sum(0) / n) * m[:, None]
+                return jnp.linalg.solve(Zc.T @ Zc + ratio * eye, Zc.T @ (x * m))
             Zm = Z * m[:, None]
             return jnp.linalg.solve(Zm.T @ Z + ratio * eye, Zm.T @ x)
 

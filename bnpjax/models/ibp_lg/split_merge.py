@@ -119,7 +119,7 @@ class _Alloc(NamedTuple):
     log_q: jax.Array
 
 
-def _allocate(Z0, X, order, num, known, gumbels, a, b, *, draw, sigma_x2, ratio):
+def _allocate(Z0, X, order, num, known, gumbels, a, b, *, draw, sigma_x2, ratio, normalise=True):
     """Visit rows ``order[:num]`` of the partial matrix ``Z0`` (columns ``a`` and ``b`` held
     by rows ``i`` and ``j`` only) and give each option 0 (``a``), 1 (``b``) or 2 (both):
     drawn (``draw``) or read from ``known``. Returns the filled matrix and the log probability
@@ -160,7 +160,7 @@ def _allocate(Z0, X, order, num, known, gumbels, a, b, *, draw, sigma_x2, ratio)
         logits = log_pred + uses_a * log_odds_a + uses_b * log_odds_b
         logits = jnp.where(jnp.isfinite(logits), logits, -jnp.inf)
         choice = jnp.where(draw, jnp.argmax(logits + gumbels[t]), known[n])
-        log_p = logits[choice] - logsumexp(logits)
+        log_p = logits[choice] - (logsumexp(logits) if normalise else 0.0)
         z_new = z + options[choice]
         v = Minv @ z_new
         s = z_new @ v
@@ -187,9 +187,16 @@ def _allocate(Z0, X, order, num, known, gumbels, a, b, *, draw, sigma_x2, ratio)
     return Z0 + chosen @ options, out.log_q
 
 
-def _one_move(key, Z, X, alpha, sigma_x2, sigma_a2, *, proposal_term=True):
+#: the broken twins' slips (tests only): "proposal", the sequential allocation treated as a
+#: symmetric proposal; "unnormalised", the allocation's probabilities left unnormalised in
+#: ``q_alloc`` (the ``logsumexp`` forgotten)
+_SLIPS = ("", "proposal", "unnormalised")
+
+
+def _one_move(key, Z, X, alpha, sigma_x2, sigma_a2, *, slip=""):
     """One split-merge proposal and its MH decision: the new ``Z``, whether it was accepted,
-    whether it was a split, and whether a split was refused for want of a free slot."""
+    whether it was a split, and whether a split was refused for want of a free slot
+    (``slip``: one of ``_SLIPS``, a broken twin for the tests)."""
     N, C = Z.shape
     ratio = sigma_x2 / sigma_a2
     key_i, key_j, key_k, key_l, key_order, key_alloc, key_u = jax.random.split(key, 7)
@@ -217,7 +224,18 @@ def _one_move(key, Z, X, alpha, sigma_x2, sigma_a2, *, proposal_term=True):
     Z0 = Z.at[:, k].set(0).at[:, b].set(0).at[i, k].set(1).at[j, b].set(1)
     gumbels = jax.random.gumbel(key_alloc, (N, 3), Z.dtype)
     Z_split, log_alloc = _allocate(
-        Z0, X, order, num, known, gumbels, k, b, draw=is_split, sigma_x2=sigma_x2, ratio=ratio
+        Z0,
+        X,
+        order,
+        num,
+        known,
+        gumbels,
+        k,
+        b,
+        draw=is_split,
+        sigma_x2=sigma_x2,
+        ratio=ratio,
+        normalise=slip != "unnormalised",
     )
     Z_merged = Z.at[:, k].set(union).at[:, b].set(0)
     split_state = jnp.where(is_split, Z_split, Z)
@@ -231,7 +249,7 @@ def _one_move(key, Z, X, alpha, sigma_x2, sigma_a2, *, proposal_term=True):
     # |G_j| in the split state: a split adds b to row j's features outside row i
     num_others = jnp.sum(others_of_j) + is_split
     log_proposal = -jnp.log(num_others.astype(Z.dtype)) - log_alloc
-    log_r = log_prior + log_lik + jnp.where(proposal_term, log_proposal, 0.0)
+    log_r = log_prior + log_lik + (0.0 if slip == "proposal" else log_proposal)
     log_r = jnp.where(is_split, log_r, -log_r)
     log_r = jnp.where(jnp.isfinite(log_r), log_r, -jnp.inf)
     accept = valid & (jnp.log(jax.random.uniform(key_u, (), Z.dtype)) < log_r)
@@ -239,7 +257,7 @@ def _one_move(key, Z, X, alpha, sigma_x2, sigma_a2, *, proposal_term=True):
     return jnp.where(accept, proposal, Z), accept, is_split, no_room
 
 
-def split_merge_moves(key, state: IBPLGState, num_moves: int, *, _proposal_term: bool = True):
+def split_merge_moves(key, state: IBPLGState, num_moves: int, *, _slip: str = ""):
     """``num_moves`` split-merge proposals in sequence, each accepted by Metropolis-Hastings
     (``A`` integrated out; ``state.A`` is not read).
 
@@ -266,7 +284,7 @@ def split_merge_moves(key, state: IBPLGState, num_moves: int, *, _proposal_term:
         alpha=state.alpha,
         sigma_x2=sigma_x2,
         sigma_a2=sigma_a2,
-        proposal_term=_proposal_term,
+        slip=_slip,
     )
 
     def body(carry, key):
@@ -279,9 +297,9 @@ def split_merge_moves(key, state: IBPLGState, num_moves: int, *, _proposal_term:
     return Z, accepted, no_room
 
 
-def _step(data, hyper, key, state, *, kappa, flags, num_moves, proposal_term=True):
+def _step(data, hyper, key, state, *, kappa, flags, num_moves, slip=""):
     key_moves, key_rows, key_A, key_rest = jax.random.split(key, 4)
-    Z, _, no_room = split_merge_moves(key_moves, state, num_moves, _proposal_term=proposal_term)
+    Z, _, no_room = split_merge_moves(key_moves, state, num_moves, _slip=slip)
     Z, exceeded, shortfall = _sweep_Z(key_rows, state._replace(Z=Z), kappa=kappa)
     shortfall = jnp.maximum(shortfall, no_room.astype(shortfall.dtype))
     return finish_sweep(
@@ -293,7 +311,7 @@ class _Step(NamedTuple):
     """The step with its number of moves (hashable: part of the compiled program's key)."""
 
     num_moves: int
-    proposal_term: bool = True
+    slip: str = ""
 
     def __call__(self, data, hyper, key, state, *, kappa, flags):
         return _step(
@@ -304,7 +322,7 @@ class _Step(NamedTuple):
             kappa=kappa,
             flags=flags,
             num_moves=self.num_moves,
-            proposal_term=self.proposal_term,
+            slip=self.slip,
         )
 
 
@@ -315,7 +333,7 @@ def build_step(
     sample_alpha=True,
     sample_sigma_x=True,
     sample_sigma_a=True,
-    sample_offset=False,
+    sample_offset=True,
 ):
     """One step as ``step(key, state, data, hyper) -> (state, info)``: ``num_moves``
     split-merge proposals, then a collapsed Gibbs sweep, ``A | Z, X`` and the hyperparameters.
@@ -329,7 +347,7 @@ def build_step(
     sample_alpha, sample_sigma_x, sample_sigma_a : bool
         Which hyperparameters the step resamples.
     sample_offset : bool
-        Whether the per-column offset is resampled.
+        Whether the per-column offset is resampled, with the complement moves.
 
     Returns
     -------
@@ -357,7 +375,7 @@ def split_merge(
     sample_alpha: bool = True,
     sample_sigma_x: bool = True,
     sample_sigma_a: bool = True,
-    sample_offset: bool = False,
+    sample_offset: bool = True,
     kappa: int = 10,
     capacity: int = 16,
     num_init_features: int = 10,
@@ -383,10 +401,12 @@ def split_merge(
     sample_alpha, sample_sigma_x, sample_sigma_a : bool
         Which hyperparameters are sampled.
     sample_offset : bool
-        Sample each column's offset (flat prior): the fit is then exactly the same whatever
-        the data's origin (see :func:`make_data`), at the cost of a less sparse fit in
-        float32. False, the default, holds it at the data's background level
-        (``make_data(..., center=)``, default 0): Griffiths and Ghahramani's model.
+        Sample each column's offset (flat prior; the default): the fit is then exactly the
+        same whatever the data's origin (see :func:`make_data`), and each sweep ends with
+        the complement moves (:func:`~bnpjax.models.ibp_lg.conditionals.complement_moves`)
+        that keep a feature and its complement from being held as a second background.
+        False holds it at the data's background level (``make_data(..., center=)``,
+        default 0): Griffiths and Ghahramani's model.
     kappa : int
         Truncation of the number of new features per row.
     capacity : int
