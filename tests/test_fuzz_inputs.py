@@ -132,6 +132,48 @@ def test_fm_make_data(X, y):
 
 @FUZZ
 @given(
+    dense=hnp.arrays(
+        np.float64,
+        hnp.array_shapes(min_dims=2, max_dims=2, min_side=1, max_side=5),
+        elements=st.sampled_from([0.0, 0.0, 1.0, -2.0, 0.5, np.nan, 1e39]),
+    ),
+    split=st.floats(0.1, 0.9),
+    fmt=st.sampled_from(["coo", "csr", "csc"]),
+)
+def test_fm_make_data_takes_sparse_designs_with_explicit_zeros_and_duplicates(dense, split, fmt):
+    """A sparse design with every stored value split into two duplicate entries and explicit
+    zeros added is the dense design: the same data, or the same ValueError naming ``X``."""
+    import scipy.sparse as sp
+
+    y = np.arange(dense.shape[0], dtype=float)
+    rows, cols = np.nonzero(dense != 0)
+    values = dense[rows, cols]
+    zr, zc = np.nonzero(dense == 0)
+    parts = (values * split, values * (1 - split), np.zeros(len(zr)))
+    with np.errstate(invalid="ignore", over="ignore"):
+        matrix = sp.coo_matrix(
+            (np.concatenate(parts), (np.concatenate([rows, rows, zr]),
+                                     np.concatenate([cols, cols, zc]))),
+            shape=dense.shape,
+        ).asformat(fmt)  # fmt: skip
+    outcomes = []
+    for X in (dense, matrix):
+        try:
+            outcomes.append(fm.make_data(X, y))
+        except ValueError as err:
+            assert re.search(r"(?<![\w-])X\b", str(err)), err
+            outcomes.append(None)
+    want, got = outcomes
+    assert (want is None) == (got is None)
+    if want is not None:
+        for a, b in zip(
+            jax.tree_util.tree_leaves(want), jax.tree_util.tree_leaves(got), strict=True
+        ):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
+
+
+@FUZZ
+@given(
     users=hnp.arrays(np.float64, 6, elements=st.sampled_from([0.0, 1.0, 2.0, -1.0, 2.5, np.nan])),
     ratings=hnp.arrays(np.float64, 6, elements=st.sampled_from([1.0, 2.0, 3.0, 0.0, np.nan])),
     num_levels=st.integers(-1, 4),
