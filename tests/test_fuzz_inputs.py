@@ -8,6 +8,7 @@ from a small set so that their few eager programs are compiled once. Each proper
 float64 and in float32. Examples are bounded to keep the file within seconds.
 """
 
+import inspect
 import re
 import warnings
 
@@ -280,3 +281,64 @@ def test_new_feature_log_prior(alpha, num_rows, kappa):
 @given(num_rows=ROWS, shape=NUMBERS, rate=NUMBERS)
 def test_alpha_posterior(num_rows, shape, rate):
     _either(lambda: ibp.alpha_posterior(2, num_rows, shape, rate), ["num_rows", "shape", "rate"])
+
+
+# ---- the samplers' factories ------------------------------------------------------------------
+
+
+def _factory_cases():
+    """Each sampler factory with small valid data (built once, on the host) and its numeric
+    and boolean keyword settings."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6, 3))
+    ratings = np.array([1, 2, 3, 1, 2, 3])
+    m3f_data = m3f.make_data(np.arange(6) % 3, np.arange(6) % 2, ratings, 3, 2, 3)
+    fm_data = fm.make_data(np.eye(6, 4), X[:, 0])
+    ilfm_data = ilfm.make_data((rng.random((5, 5)) < 0.4).astype(float))
+    out = []
+    for module, name, data in [
+        (ibp_lg, "collapsed_gibbs", ibp_lg.make_data(X)),
+        (ibp_lg, "parallel_gibbs", ibp_lg.make_data(X)),
+        (ibp_lg, "split_merge", ibp_lg.make_data(X)),
+        (fm, "gibbs", fm_data),
+        (ilfm, "gibbs", ilfm_data),
+        (m3f, "gibbs", m3f_data),
+        (m3f, "ipm3f_gibbs", m3f_data),
+    ]:
+        factory = getattr(module, name)
+        params = inspect.signature(factory).parameters.values()
+        numeric = [p for p in params if isinstance(p.default, int | float | bool)]
+        names = [p.name for p in numeric if p.kind == p.KEYWORD_ONLY]
+        out.append((f"{module.__name__.rsplit('.', 1)[-1]}.{name}", factory, data, names))
+    return out
+
+
+_FACTORIES = None
+
+
+def _factories():
+    global _FACTORIES
+    if _FACTORIES is None:
+        _FACTORIES = _factory_cases()
+    return _FACTORIES
+
+
+BAD_SETTINGS = st.one_of(
+    NUMBERS, st.sampled_from([None, "a", True, False, np.int64(3), np.float32(0.5), 2.5, -1, 0])
+)
+
+
+@FUZZ
+@given(which=st.integers(0, 6), pick=st.integers(0, 20), value=BAD_SETTINGS)
+def test_factories_take_a_setting_or_refuse_it_naming_it(which, pick, value):
+    """One keyword setting of a sampler factory at a time, from numbers, special values,
+    booleans, None and text: the factory builds its sampler (without compiling) or raises a
+    ``ValueError`` naming that setting."""
+    label, factory, data, names = _factories()[which]
+    name = names[pick % len(names)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            factory(data, **{name: value})
+        except ValueError as err:
+            assert re.search(rf"(?<![\w-]){name}\b", str(err)), f"{label}({name}={value!r}): {err}"

@@ -9,7 +9,7 @@ unchanged, so a developer may think it always accepted). The split-merge sampler
 sequential allocation's probabilities left unnormalised in the proposal density (the
 ``logsumexp`` of each row's three options forgotten); treating the allocation as a symmetric
 proposal, the slip first tried, moved the statistics by too few standard errors (7.0 in
-float64, 4.6 in float32, against twice the threshold, 6.6), because the collapsed sweep
+float64, 4.6 in float32, against twice the threshold, 6.5), because the collapsed sweep
 after the moves undoes most of what they get wrong."""
 
 import importlib
