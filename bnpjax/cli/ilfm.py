@@ -15,7 +15,9 @@ from bnpjax.infer.checks import check_allocation
 
 DEMO_HELP = "latent feature relational model: link prediction on a planted network"
 FIT_HELP = "ILFM link prediction on an edge list or adjacency file"
-DEMO_DEFAULTS = (300, 200, 2)
+DEMO_DEFAULTS = (1000, 300, 4)
+#: the demo's start: this many k-means clusters of the entities' link profiles
+DEMO_INIT_FEATURES = 2
 DATA_ALIASES = ()
 DATA_HELP = (
     "edge list (rows 'source target [relation]', ids from 0 or --one-based) or adjacency "
@@ -35,13 +37,22 @@ def demo(args) -> int:
     data = ilfm.make_data(Y, mask=~held)
     print("bnpjax demo: infinite latent feature relational model (link prediction)")
     print("data: 40 entities, 3 relations, 3 planted features; 20% of the pairs held out")
-    idata = sample(ilfm.gibbs(data, capacity=8), args)
+    # start from DEMO_INIT_FEATURES k-means clusters of the link profiles and let the births
+    # add features: chains from 3 random features kept surplus ones (K+ 4-6, R-hat of K+
+    # 2.9 at 4 x (200 + 300), 2026-11-26); from 2 clusters they all reach the planted 3
+    algorithm = ilfm.gibbs(
+        data, capacity=8, init_strategy="cluster", num_init_features=DEMO_INIT_FEATURES
+    )
+    idata = sample(algorithm, args)
     probabilities = ilfm.predict(idata, data)
     auc = roc_auc(Y[held], probabilities[held])
     best = roc_auc(Y[held], truth[held])
     k_plus = idata.posterior["num_features"].values
     print(f"held-out AUC {auc:.3f} (the true link probabilities give {best:.3f})")
-    print(f"features: {k_plus.mean():.2f} on average (3 planted)")
+    counts = np.bincount(k_plus.ravel())
+    share = ", ".join(f"K+={i}: {c / k_plus.size:.2f}" for i, c in enumerate(counts) if c)
+    print(f"features: {k_plus.mean():.2f} on average (3 planted); posterior of K+ ({share})")
+    print(summary(idata, ["num_features", "alpha", "bias"]).to_string())
     stem = Path(args.out_dir) / "bnpjax_demo_ilfm"
     nc, png = write_with_trace(
         idata,
