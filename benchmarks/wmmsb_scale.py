@@ -7,8 +7,9 @@ block; the link probability is ``p_in`` within a block and ``p_out`` across. The
 hold an ``N x N`` array: links as an edge list (a ``scipy.sparse`` matrix), every other pair
 an observed zero drawn on the fly. 10% of the links and as many non-links are held out. The
 fit is ``wmmsb.scvb0`` (MMSB, ``likelihood="bernoulli"``, rank ``K``) for ``--passes``
-visits per node; a pass is ``N / batch`` steps. The truth's AUC scores the held-out pairs by
-their planted probability. Peak memory is the process's maximum resident set size.
+visits per node; a pass is ``N / batch`` steps, and the held-out AUC is printed after each
+tenth of them (the passes needed). The truth's AUC scores the held-out pairs by their
+planted probability. Peak memory is the process's maximum resident set size.
 
     python benchmarks/wmmsb_scale.py --sizes 10000 100000
     python benchmarks/wmmsb_scale.py --sizes 1000000 --passes 3
@@ -19,7 +20,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import resource
-import time
 
 import jax
 import numpy as np
@@ -134,23 +134,39 @@ def main(argv=None):
             pointwise_log_likelihood=False,
         )
         chunk = max(1, round(args.passes * N / args.batch / 10))
+        hyper = wmmsb.make_hyper(args.K, likelihood="bernoulli")
+
+        def held_out_auc(state):
+            score = wmmsb.expected_link_probability(
+                state, hyper, t_src, t_dst, likelihood="bernoulli"
+            )
+            return roc_auc(t_y, np.asarray(score))
+
+        # ten segments of passes / 10, each continuing the last one's state (its own key: the
+        # driver numbers a call's steps from 0), the held-out AUC after each: the passes needed.
+        # The first segment compiles; the cost of a pass is the mean of the other nine.
         key = jax.random.key(args.seed)
-        t0 = time.perf_counter()  # compile, with one chunk of steps (not timed again)
-        fit_run(algorithm, key, chunk, num_draws=1, progress_bar=False, chunk_size=chunk)
-        compile_s = time.perf_counter() - t0
-        result = fit_run(
-            algorithm, key, 10 * chunk, num_draws=1, progress_bar=False, chunk_size=chunk
-        )
-        passes = 10 * chunk * args.batch / N
-        per_pass = result.timings["run_s"] / passes
-        score = wmmsb.expected_link_probability(
-            result.state,
-            wmmsb.make_hyper(args.K, likelihood="bernoulli"),
-            t_src,
-            t_dst,
-            likelihood="bernoulli",
-        )
-        auc = roc_auc(t_y, np.asarray(score))
+        state, seconds, trace = None, [], []
+        for segment in range(10):
+            result = fit_run(
+                algorithm,
+                jax.random.fold_in(key, segment),
+                chunk,
+                num_draws=1,
+                progress_bar=False,
+                chunk_size=chunk,
+                initial_state=state,
+            )
+            state = result.state
+            seconds.append(result.timings["run_s"])
+            trace.append(((segment + 1) * chunk * args.batch / N, held_out_auc(state)))
+            print(
+                f"  {trace[-1][0]:.1f} passes: AUC {trace[-1][1]:.3f} ({seconds[-1]:.0f} s)",
+                flush=True,
+            )
+        per_pass = float(np.mean(seconds[1:])) / (chunk * args.batch / N)
+        compile_s = seconds[0] - float(np.mean(seconds[1:]))
+        auc = trace[-1][1]
         truth = roc_auc(t_y, np.where(z[t_src] == z[t_dst], p_in, p_out))
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(

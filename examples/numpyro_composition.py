@@ -5,7 +5,9 @@
    Gibbs sampler updates ``Z``, ``A``, ``alpha`` and ``sigma_a`` (conditioned on NUTS's
    current ``sigma_x`` through ``refresh``), NUTS updates ``sigma_x``.
 2. ``IBPGibbs``: the same features under a Student-t likelihood, which no bnpjax kernel has:
-   the IBP block samples ``Z`` from the model's own log density, NUTS everything else.
+   the IBP block samples ``Z`` and the features' weights ``A`` from the model's own log
+   density (a new feature is born with weights drawn from a Laplace approximation of their
+   conditional), NUTS samples alpha and the noise scale.
 
 Run from the repository root: ``python examples/numpyro_composition.py``.
 """
@@ -57,7 +59,7 @@ print(f"ibp_lg block + NUTS: K+ {float(k_plus.mean()):.2f} (4 planted), "
       f"sigma_x {float(samples['sigma_x'].mean()):.3f} (0.5 planted)")  # fmt: skip
 
 
-# 2. any likelihood: IBPGibbs samples Z from the model's own density
+# 2. any likelihood: IBPGibbs samples Z and A from the model's own density
 def student_model(X):
     N, D = X.shape
     alpha = numpyro.sample("alpha", dist.Gamma(1.0, 1.0))
@@ -69,7 +71,7 @@ def student_model(X):
 
 
 mcmc = MCMC(
-    Gibbs([(IBPGibbs(student_model), ["Z"]), (NUTS(student_model), None)]),
+    Gibbs([(IBPGibbs(student_model), ["Z", "A"]), (NUTS(student_model), None)]),
     num_warmup=150, num_samples=150, num_chains=2, chain_method="sequential",
     progress_bar=False,
 )  # fmt: skip

@@ -60,6 +60,9 @@ def demo(args) -> int:
     print(f"test RMSE against the ratings: {rmse_y:.3f} (noise floor 0.5)")
     print(f"test RMSE against the noiseless signal: {rmse_truth:.3f}")
     print(f"posterior noise sd: {noise_sd.mean():.3f} +- {noise_sd.std():.3f} (truth 0.5)")
+    # what the demo reports and traces (b, the noise) and the linear weights' prior mean and
+    # variance that b trades off against (bnpjax.sample also checks lp and warns)
+    print(summary(idata, ["b", "noise_var", "mu_w", "var_w"]).to_string())
     nc, png = write_with_trace(
         idata,
         Path(args.out_dir) / "bnpjax_demo_fm",

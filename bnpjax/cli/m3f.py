@@ -14,7 +14,7 @@ from bnpjax.cli.parser import sample
 
 DEMO_HELP = "Gibbs max-margin matrix factorization on generated ordinal ratings"
 FIT_HELP = "Gibbs M3F / iPM3F on ordinal ratings (user, item, rating)"
-DEMO_DEFAULTS = (100, 50, 2)
+DEMO_DEFAULTS = (500, 200, 4)
 DATA_ALIASES = ()
 DATA_HELP = "training CSV: user id, item id, rating 1..L (ids from 0, or --one-based)"
 
@@ -45,6 +45,7 @@ def _run(train, test, num_users, num_items, args, num_levels=5):
 
 def demo(args) -> int:
     from bnpjax.datasets import ordinal_ratings
+    from bnpjax.infer.diagnostics import check_convergence
     from bnpjax.metrics import nmae_uniform
     from bnpjax.plots import plot_thresholds
 
@@ -57,6 +58,10 @@ def demo(args) -> int:
     train = (users[~test], items[~test], levels[~test])
     idata, predicted = _run(train, (users[test], items[test]), 150, 120, args)
     print(f"test NMAE {nmae_uniform(levels[test], predicted, num_levels=5):.4f} (guessing: 1)")
+    # the thresholds the figure shows (all users', by the worst one) and the fit; the factors
+    # are identified only up to rotation and not traced
+    report = check_convergence(idata, ["theta", "lp", "train_mae"], warn=False)
+    print("\n".join(report.lines()))
     out = Path(args.out_dir)
     nc = write_idata(idata, out / "bnpjax_demo_m3f.nc")
     png = save_figure(

@@ -61,6 +61,31 @@ def _cvb0(network, args, heldout=None):
     return st, hyper, idata, theta, block, result.history["loglik"]
 
 
+#: a CVB0 fit has settled when its training log-likelihood per pair moved less than this over
+#: the last ``SETTLE_PASSES`` passes (relative to its change over the whole fit)
+SETTLE_FRACTION = 0.01
+SETTLE_PASSES = 10
+
+
+def _fit_convergence(loglik) -> str:
+    """The diagnostic of a variational fit, which is not a Markov chain (no R-hat, no ESS):
+    how much its training log-likelihood per pair still moved over its last passes."""
+    if loglik.size <= SETTLE_PASSES:
+        return f"convergence: only {loglik.size} passes, too few to judge"
+    last = abs(float(loglik[-1] - loglik[-1 - SETTLE_PASSES]))
+    whole = max(abs(float(loglik[-1] - loglik[0])), 1e-12)
+    verdict = (
+        "OK (settled)"
+        if last <= SETTLE_FRACTION * whole
+        else "NOT SETTLED: run more passes (--num-samples)"
+    )
+    return (
+        f"convergence (CVB0, {loglik.size} passes): training log-likelihood per pair "
+        f"{float(loglik[-1]):.4f}, moved {last:.2e} over the last {SETTLE_PASSES} passes, "
+        f"{last / whole:.1%} of its change over the fit - {verdict}"
+    )
+
+
 def demo(args) -> int:
     from bnpjax.datasets import Network, planted_network
     from bnpjax.metrics import roc_auc
@@ -77,9 +102,10 @@ def demo(args) -> int:
     print(f"data: {N} nodes, {int((Y > 0).sum())} weighted links, 10% of the pairs held out")
     args.K, args.likelihood = K, "bg"
     ti, tj = np.nonzero(test)
-    state, hyper, idata, theta, block, _ = _cvb0(net, args, heldout=np.stack([ti, tj], 1))
+    state, hyper, idata, theta, block, loglik = _cvb0(net, args, heldout=np.stack([ti, tj], 1))
     score = wmmsb.expected_link_probability(state, hyper, ti, tj, likelihood="bg")
     print(f"held-out AUC-ROC: {roc_auc(Y[ti, tj] > 0, np.asarray(score)):.3f}")
+    print(_fit_convergence(np.asarray(loglik)))
     out = Path(args.out_dir)
     nc = write_idata(idata, out / "bnpjax_demo_wmmsb.nc")
     png = save_figure(

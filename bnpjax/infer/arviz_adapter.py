@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -273,9 +274,9 @@ def to_inference_data(result) -> Any:
 
 
 def _is_datatree(data) -> bool:
-    import xarray
-
-    tree_type = getattr(xarray, "DataTree", None)
+    # a DataTree exists only once xarray is imported: never import it (0.5 s) to say no
+    xarray = sys.modules.get("xarray")
+    tree_type = getattr(xarray, "DataTree", None) if xarray is not None else None
     return tree_type is not None and isinstance(data, tree_type)
 
 

@@ -1,7 +1,7 @@
 """Convergence diagnostics of a run, in plain words.
 
 :func:`check_convergence` computes rank-normalised split R-hat and bulk and tail effective
-sample sizes (Vehtari, Gelman, Simpson, Carpenter and Buerkner 2021; ArviZ's estimators) for
+sample sizes (Vehtari, Gelman, Simpson, Carpenter and Buerkner 2021) for
 the quantities a run reports, and warns (:class:`ConvergenceWarning`) when any R-hat is above
 1.01 or any ESS is below 100 per chain, the thresholds Stan and NumPyro use. The warning names
 the variables and says what to do.
@@ -21,7 +21,8 @@ R-hat needs at least two chains.
 
 Works on what :func:`bnpjax.sample` returns on either ArviZ line (``arviz.InferenceData`` or
 ``xarray.DataTree``, through :mod:`bnpjax.infer.arviz_adapter`) and on the ``trace`` dict of
-:func:`bnpjax.infer.run`; the estimators are ArviZ's (``arviz`` 0.x, else ``arviz_stats``).
+:func:`bnpjax.infer.run`; the estimators (:mod:`bnpjax.infer.rhat_ess`) are ArviZ's, written in
+NumPy so that checking a fit does not import ArviZ.
 
 References
 ----------
@@ -39,6 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bnpjax.infer.arviz_adapter import group, group_names
+from bnpjax.infer.rhat_ess import ess_bulk, ess_tail, split_rhat
 
 __all__ = [
     "BOOKKEEPING",
@@ -233,41 +235,18 @@ def _variables(draws, var_names):
     return chosen, skipped
 
 
-def _stats_functions():
-    """``rhat(ds)``, ``ess(ds, method)`` on an xarray Dataset with (chain, draw) dims: ArviZ
-    0.x's when ``arviz`` 0.x is installed, else ``arviz_stats``'s (the 1.x line)."""
-    from bnpjax.infer.arviz_adapter import _version, import_arviz
-
-    version = _version("arviz")
-    if version is not None and int(version.split(".")[0]) < 1:
-        az = import_arviz()
-        return (lambda ds: az.rhat(ds, method="rank")), (lambda ds, m: az.ess(ds, method=m))
-    import arviz_stats  # pragma: no cover - the 1.x line
-
-    return (  # pragma: no cover
-        lambda ds: arviz_stats.rhat(ds, method="rank"),
-        lambda ds, m: arviz_stats.ess(ds, method=m),
-    )
-
-
 def _estimates(values, num_chains: int):
     """Bulk ESS, tail ESS and split R-hat (NaN for one chain) of each column of ``values``
     (chain, draw, column). A NaN estimate (a value constant within every chain) counts as ESS
     0 and R-hat infinity: the chains do not move."""
-    import xarray
-
     if values is None:
         empty = np.zeros(0)
         return empty, empty, empty
-    rhat, ess = _stats_functions()
-    data = xarray.Dataset({"x": (("chain", "draw", "value"), values)})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        bulk = np.nan_to_num(np.asarray(ess(data, "bulk")["x"], float), nan=0.0)
-        tail = np.nan_to_num(np.asarray(ess(data, "tail")["x"], float), nan=0.0)
-        if num_chains < 2:
-            return bulk, tail, np.full(bulk.shape, np.nan)
-        r = np.asarray(rhat(data)["x"], float)
+    bulk = np.nan_to_num(ess_bulk(values), nan=0.0)
+    tail = np.nan_to_num(ess_tail(values), nan=0.0)
+    if num_chains < 2:
+        return bulk, tail, np.full(bulk.shape, np.nan)
+    r = split_rhat(values)
     return bulk, tail, np.where(np.isnan(r), np.inf, r)
 
 

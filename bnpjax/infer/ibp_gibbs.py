@@ -10,8 +10,8 @@ r"""Latent IBP features in any NumPyro model: a block of :class:`numpyro.infer.G
 (:mod:`bnpjax.priors.ibp_distribution`: a capacity buffer, active columns anywhere in it) from
 their conditional given every other site, computed from the model's own log density; the
 other sites (``alpha``, per-feature parameters shaped by the capacity, noise scales, ...)
-belong to other blocks. What the block leaves invariant, and why, is in
-:mod:`bnpjax.infer.ibp_moves`; in short, one sweep per IBP site is
+belong to other blocks. What the block leaves invariant, and why (in any order of the
+moves), is in :mod:`bnpjax.infer.ibp_moves`; in short, one sweep per IBP site is
 
 1. a Gibbs flip of every ``z_nk`` of a feature that other rows hold;
 2. new features and their removal, in one of two ways:
@@ -36,21 +36,6 @@ belong to other blocks. What the block leaves invariant, and why, is in
      few dimensions such a feature is almost never accepted and ``K_+`` collapses (36 pixels:
      ``K_+`` 0 where the posterior has 5). The block warns when a site that looks like feature
      parameters is left to another block.
-
-Why the chain with feature parameters is exact. The block's target is the joint conditional
-of ``(Z, A)`` given the other sites, i.e. the IBP buffer law of ``Z`` (below) times the model's
-density of everything else, with ``A`` in unconstrained coordinates (plus the Jacobian).
-Each move is a Metropolis-Hastings kernel for it. The Laplace approximations are
-deterministic functions of the *other* variables (``Z`` as proposed or current, the remaining
-rows of ``A``, the other sites): they never look at the value they replace, so a birth (draw
-``A_k'`` from ``q_1``, built at the new ``Z``) and the death that undoes it (draw ``A_k`` from
-``q_0``, built at the old ``Z``) are each other's reverse, and the ratio
-``target' q_0(A_k) / (target q_1(A_k'))`` times the ratio of the discrete choices (which
-column, birth or death) satisfies detailed balance whatever the approximation's quality. An
-empty column's parameters are, under the target, a draw from their prior given the rest, and
-``q_0`` is the Laplace approximation of exactly that conditional. The Newton steps (and the
-diagonal-Hessian shortcut when the probe at ``init`` finds the coordinates of a feature's
-parameters do not interact) only change how often a move is accepted.
 
 The chain's stationary law is the model's posterior with the features arranged uniformly at
 random in the buffer (the model's ``sample`` puts them first, in order of appearance): every

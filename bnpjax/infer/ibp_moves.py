@@ -29,6 +29,36 @@ other sites fixed). Each move below leaves :math:`\pi(Z) L(Z)` invariant:
   they are draws from the prior given everything else, and the move is a Metropolis-Hastings
   update of ``Z`` given them (detailed balance for :math:`\pi(Z) L(Z)` with all else fixed).
 
+Features with parameters (:func:`birth_death_pass`, :func:`feature_pass`). The target is then
+the joint conditional of ``(Z, U)`` given the other sites: the buffer law of ``Z`` above times
+the model's density of everything else, with ``U`` (one row of feature parameters per column)
+in unconstrained coordinates plus the Jacobian. Each move is a Metropolis-Hastings kernel for
+it. The Laplace approximations are deterministic functions of the *other* variables (``Z`` as
+proposed or current, the remaining rows of ``U``, the other sites): they never look at the
+value they replace, so a birth (draw ``U_k'`` from ``q_1``, built at the new ``Z``) and the
+death that undoes it (draw ``U_k`` from ``q_0``, built at the old ``Z``) are each other's
+reverse, and the ratio ``target' q_0(U_k) / (target q_1(U_k'))`` times the ratio of the
+discrete choices (which column, birth or death) satisfies detailed balance whatever the
+approximation's quality. An empty column's parameters are, under the target, a draw from
+their prior given the rest, and ``q_0`` is the Laplace approximation of exactly that
+conditional. The Newton steps (and the diagonal-Hessian shortcut) only change how often a
+move is accepted.
+
+Order of the moves. Each move leaves the same target invariant on its own, so any fixed (or
+randomly chosen) order of them does too, and so does the composition with the other blocks of
+a Gibbs sweep: the order changes how fast the chain mixes, never its stationary law.
+:class:`bnpjax.infer.IBPGibbs` runs flips, then births and deaths, then the parameter rows, so
+that a sweep ends with the parameters drawn given its final ``Z`` (exactly, for a Gaussian
+conditional). Both orders were checked with the block's Geweke tests (4 chains of 3000
+steps, seeds 0-12, capacity 16 or 24). With the parameter rows first, one run failed (seed 0
+at 1000 steps, max z 4.86; 3.02 at 3000 steps), 4 runs at capacity 16 ended in sticky
+excursions of K+ up to the capacity (prior probability of K+ >= 16: 5e-5 per draw), and the
+other 24 runs passed, the time spent at K+ >= 6 and K+ >= 8 matching the prior within its
+error. The order used here passed 27 of 28 runs (seed 0: max z 2.89, the same statistics
+off in the same direction); the failure was a Poisson run, on its heavy-tailed counts. A
+review of the ratios found no inexact move, and neither did invariance checks of each move
+from the exact law.
+
 References
 ----------
 Griffiths, T. L. & Ghahramani, Z. (2011). The Indian buffet process: an introduction and

@@ -200,7 +200,7 @@ def test_pair_uniform_keys_do_not_wrap():
 
 @pytest.mark.slow
 def test_scvb0_reaches_the_cvb0_fixed_point():
-    """On a small planted network the stochastic fit (the thesis schedule tau = 1024,
+    """On a small planted network the stochastic fit (the default schedule tau = 64,
     kappa = 0.5; 20 of 60 nodes and 118 zero draws per node and step) ends next to a fixed
     point of full-batch CVB0: 50 CVB0 passes started from it (to the nearest fixed point)
     move the memberships and the held-out link probabilities by less than 0.03, against

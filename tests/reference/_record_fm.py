@@ -1,7 +1,8 @@
 # ruff: noqa: E402  (a one-off script: the environment is set before jax is imported)
 """Record the FM cases' draws of ``tests/reference/fm.py`` from the code of this checkout:
 ``PYTHONPATH=.:tests python tests/reference/_record_fm.py``. Used when the FM sweep changed
-its draws on purpose (the joint draw of ``b`` and ``mu_w``)."""
+its draws on purpose (the joint draw of ``b`` and ``mu_w``; the scale move of the
+linear weights with their variances)."""
 
 import os
 

@@ -272,11 +272,14 @@ def _relation_sweep(
     return theta, e - d_yhat, q_rows
 
 
-def _group_row_sums(data: FMData):
+def _group_row_sums(data: FMData, theta=None):
     """``S[d, g] = sum_{i in g} x_di`` (n, G): how much a shift of every weight of group ``g``
-    moves ``hat y^{(d)}``. A function of the design only."""
+    moves ``hat y^{(d)}``. A function of the design only. With ``theta`` (p,) the sums are
+    weighted, ``sum_{i in g} x_di theta_i``."""
     n, G = _num_rows(data), data.group_sizes.shape[0]
     one_hot = jax.nn.one_hot(data.group, G, dtype=data.y.dtype)  # (p, G)
+    if theta is not None:
+        one_hot = one_hot * theta[:, None]
     S = jnp.zeros((n, G), data.y.dtype)
     for block in data.blocks:
         entries = block.values[:, None] * one_hot[block.features][block.local]
@@ -286,6 +289,66 @@ def _group_row_sums(data: FMData):
         entries = relation.values[:, None] * one_hot[relation.cols]
         S = S + jax.ops.segment_sum(entries, relation.rows, num_segments=num)[relation.index]
     return S
+
+
+#: random-walk scales of the scale move's log factor, cycled (each step is exact on its own)
+SCALE_STEPS = (0.02, 0.05, 0.1, 0.2, 0.5) * 4
+
+
+def _scale_block(key, data, hyper, e, w, mu_w, var_w, noise_var, *, jacobian=True):
+    r"""Rescale each group's linear weights about their mean together with its variance:
+    ``w_i -> mu_g + c (w_i - mu_g)``, ``var_g -> c^2 var_g``, by Metropolis-Hastings on
+    :math:`t = \log c` (``SCALE_STEPS`` random-walk steps per group); returns ``w, var_w, e``.
+
+    In the non-centred parametrisation :math:`z_i = (w_i - \mu_g)/\sqrt{var_g}` this is an
+    MH step on :math:`u = \log var_g` with ``z`` held, whose target is the likelihood times
+    :math:`p(var_g) p(\mu_g \mid var_g) var_g` (the Jacobian; ``z``'s density is free of
+    ``var_g``): :math:`-(\alpha_0/2 + 1/2) u - S e^{-u}` with :math:`S = \beta_0/2 +
+    \gamma_0 (\mu_g - \mu_0)^2/2`. The predictions move by ``(c - 1) D_g`` with ``D`` from
+    :func:`_group_row_sums` of the deviations, so the likelihood is a quadratic in ``c`` and
+    every step costs O(1) after one O(nnz) pass. It interweaves the centred Gibbs draws of
+    ``var_w`` (Yu and Meng 2011): a group of many weakly informed weights (items with few
+    ratings) otherwise moves its variance by a few per cent per sweep. ``jacobian=False``
+    drops the Jacobian (the broken twin of the Geweke test).
+
+    References
+    ----------
+    Yu, Y. and Meng, X.-L. (2011). To center or not to center: that is not the question. An
+    ancillarity-sufficiency interweaving strategy (ASIS) for boosting MCMC efficiency. JCGS
+    20(3), 531-570.
+    """
+    G = var_w.shape[0]
+    D = _group_row_sums(data, w - mu_w[data.group])  # (n, G)
+    rate = hyper.beta_0 / 2 + hyper.gamma_0 * (mu_w - hyper.mu_0) ** 2 / 2
+    power = hyper.alpha_0 / 2 + (0.5 if jacobian else 1.5)
+    keys = jax.random.split(key, G)
+    factors = []
+    for g in range(G):  # groups are few; each sees the residual the previous ones left
+        d = D[:, g]
+        a = d @ d
+        r = (e + d) @ d  # e(c) = (e + d) - c d
+
+        def log_target(t, g=g, a=a, r=r):
+            c = jnp.exp(t)
+            u = jnp.log(var_w[g]) + 2 * t
+            return -(a * c**2 - 2 * r * c) / (2 * noise_var) - power * u - rate[g] * jnp.exp(-u)
+
+        steps = jnp.asarray(SCALE_STEPS, e.dtype)
+        normals = jax.random.normal(keys[g], steps.shape, e.dtype)
+        log_u = jnp.log(jax.random.uniform(jax.random.fold_in(keys[g], 1), steps.shape, e.dtype))
+
+        def one(t, xs, log_target=log_target):
+            proposal = t + xs[0] * xs[1]
+            take = xs[2] < log_target(proposal) - log_target(t)
+            return jnp.where(take, proposal, t), None
+
+        t, _ = jax.lax.scan(one, jnp.zeros((), e.dtype), (steps, normals, log_u))
+        c = jnp.exp(t)
+        e = e - (c - 1) * d
+        factors.append(c)
+    c = jnp.stack(factors)
+    w = mu_w[data.group] + c[data.group] * (w - mu_w[data.group])
+    return w, var_w * c**2, e
 
 
 def _intercept_block(key, data, hyper, e, b, w, mu_w, var_w, noise_var, *, fit_w0, fit_linear):

@@ -4,8 +4,11 @@ One sweep, in libFM's order: the per-group hyperparameters (and the noise varian
 the current parameters, then the intercept ``b`` jointly with the linear weights' prior
 means ``mu_w`` (the weights moving with their means, so that one-hot groups, which make
 ``b`` and a common shift of a group's weights interchangeable, do not stall the chain),
-then ``theta_i = (w_i, v_i1..v_iK)`` of every feature as one Gaussian block, all features
-of a colour at once (:mod:`bnpjax.models.fm.layout`), relation blocks without expanding the
+then each group's linear weights rescaled about their mean with their variance by an exact
+Metropolis step (an interweaving of the centred and non-centred parametrisations, Yu and
+Meng 2011: the variance of many weakly informed weights otherwise crawls), then
+``theta_i = (w_i, v_i1..v_iK)`` of every feature as one Gaussian block, all features of a
+colour at once (:mod:`bnpjax.models.fm.layout`), relation blocks without expanding the
 design (Rendle 2013). Probit and ordered-probit likelihoods add a latent Gaussian per
 target (Albert and Chib 1993) and, for ordinal targets, a Metropolis step for the
 cutpoints (Cowles 1996); ordinal models fix ``b = 0`` (it is not identified beside the
@@ -19,6 +22,9 @@ Rendle, S. (2013). Scaling factorization machines to relational data. PVLDB 6(5)
 
 Freudenthaler, C., Schmidt-Thieme, L. and Rendle, S. (2011). Bayesian factorization
 machines. NIPS Workshop on Sparse Representation and Low-rank Approximation.
+
+Yu, Y. and Meng, X.-L. (2011). To center or not to center: that is not the question. JCGS
+20(3), 531-570.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from bnpjax.models.fm.conditionals import (
     _predict_coo,
     _predict_parts,
     _relation_sweep,
+    _scale_block,
 )
 from bnpjax.models.fm.data import (
     LIKELIHOODS,
@@ -56,11 +63,13 @@ __all__ = ["build_step", "gibbs", "init"]
 def _step(
     data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear,
     joint_block=None, row_sums=None, intercept_block=None, sample_noise=True,
+    scale_block=None,
 ):  # fmt: skip
-    """One sweep (module docstring). ``joint_block``, ``row_sums`` and ``intercept_block``
-    replace the colour draw, the relation block-row sums and the joint ``(b, mu_w)`` draw
-    (tests build broken twins with them). ``sample_noise=False`` keeps the state's noise
-    variance (a block of ``numpyro.infer.Gibbs`` whose noise another block samples)."""
+    """One sweep (module docstring). ``joint_block``, ``row_sums``, ``intercept_block`` and
+    ``scale_block`` replace the colour draw, the relation block-row sums, the joint
+    ``(b, mu_w)`` draw and the scale move (tests build broken twins with them).
+    ``sample_noise=False`` keeps the state's noise variance (a block of
+    ``numpyro.infer.Gibbs`` whose noise another block samples)."""
     joint_block = joint_block or _joint_block
     n = data.y.shape[0]
     K = state.V.shape[1]
@@ -101,6 +110,10 @@ def _step(
             keys[2], data, hyper, e, b, w, mu_w, var_w, noise_var,
             fit_w0=fit_w0, fit_linear=fit_linear,
         )  # fmt: skip
+    if fit_linear:  # var_w with the spread of w (_scale_block)
+        w, var_w, e = (scale_block or _scale_block)(
+            jax.random.fold_in(keys[2], 1), data, hyper, e, w, mu_w, var_w, noise_var
+        )
 
     # theta_i = (w_i, v_i): one joint Gaussian block per feature, all features of a colour at
     # once (module docstring); the prior's mean and precision per feature follow its group

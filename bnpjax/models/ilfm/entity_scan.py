@@ -80,14 +80,17 @@ def _laplace_fit(y, mask, base, X, prior_precision, likelihood):
     return a, jnp.linalg.cholesky(H)
 
 
-def _log_q_minus_prior(a, mean, chol, prior_precision):
+def _log_q_minus_prior(a, mean, chol, prior_precision, held):
     """``log N(a; mean, (L L^T)^-1) - log N(a; 0, 1 / prior_precision)`` summed over
-    relations (the 2 pi terms cancel)."""
-    z = jnp.einsum("rkl,rk->rl", chol, a - mean)  # L^T (a - mean)
-    C = a.shape[-1]
-    log_q = jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1))) - 0.5 * jnp.sum(z**2)
-    log_p = 0.5 * C * a.shape[0] * jnp.log(prior_precision)
-    return log_q - (log_p - 0.5 * prior_precision * jnp.sum(a**2))
+    relations and the features others hold (``held``; the 2 pi terms cancel). The other
+    coordinates are not drawn (they stay 0): ``H`` does not couple them to the held ones, so
+    ``L``'s held block is the Cholesky factor of ``H``'s and they drop out of both densities."""
+    z = jnp.einsum("rkl,rk->rl", chol, a - mean)  # L^T (a - mean), 0 off the held block
+    h = held.astype(a.dtype)
+    diagonal = jnp.diagonal(chol, axis1=-2, axis2=-1)
+    log_q = jnp.sum(h * jnp.log(diagonal)) - 0.5 * jnp.sum(z**2)
+    log_p = 0.5 * jnp.sum(h) * a.shape[0] * jnp.log(prior_precision)
+    return log_q - (log_p - 0.5 * prior_precision * jnp.sum(h * a**2))
 
 
 def laplace_weights(
@@ -101,55 +104,72 @@ def laplace_weights(
     through the sums :math:`a_l = \sum_{u \in U} w_{ul}` over the unique features ``U``
     (for each feature ``l`` others hold) and its column links through
     :math:`b_l = \sum_u w_{lu}`. Under the prior :math:`a, b \sim \mathcal N(0, |U|
-    \sigma_w^2)`. The proposal draws ``a`` and ``b`` of every relation from Laplace fits to
+    \sigma_w^2)`. The proposal draws ``a`` and ``b`` of every relation from a Laplace fit to
     i's row and column links (:func:`_laplace_fit`) and the individual weights from their
     prior given these sums; the weights among new features (seen by the diagonal only) come
     from the prior. The prior's and the proposal's conditionals given the sums cancel, so the
     proposal's part of the log ratio is :math:`\log p(a') - \log q(a') - \log p(a) +
-    \log q_{rev}(a)` (and the same for ``b``), the reverse fit made with ``|U|`` as the
-    prior's count. ``correct=False`` drops it (the broken twin of the Geweke test).
+    \log q(a)` (and the same for ``b``). ``correct=False`` drops it (the broken twin of the
+    Geweke test).
+
+    One fit serves both directions: it is made under the prior of one feature's sums,
+    whatever ``|U|`` and the number proposed, so it is a function of what the move leaves
+    unchanged (the links, the features others hold and their weights) and the reverse move
+    would make the same fit. The row and column fits are one batched fit, and it is skipped
+    when ``i`` has no unique feature and proposes none (most entities in most sweeps; under
+    ``vmap`` over chains both branches run, as ``lax.cond`` becomes a select).
 
     Returns
     -------
     (W_prop, log_q_ratio)
     """
     N = F_minus.shape[0]
+    R = W.shape[0]
     off = jnp.arange(N) != i
-    X = F_minus  # (N, C): only the columns of features others hold are nonzero
     dtype = W.dtype
-    key_a, key_b = jax.random.split(key)
-    total = jnp.zeros((), dtype)
-    for links, base, sums_old, key_s, axis in (
-        ((data.Y[:, i, :], data.mask[:, i, :] * off), base_row,
-         jnp.einsum("u,rul->rl", unique.astype(dtype), W), key_a, 1),
-        ((data.Y[:, :, i], data.mask[:, :, i] * off), base_col,
-         jnp.einsum("u,rlu->rl", unique.astype(dtype), W), key_b, 2),
-    ):  # fmt: skip
-        y, mask = links
-        sums_old = sums_old * held
-        prec_new = 1.0 / (jnp.maximum(k_new, 1) * sigma_w**2)
-        prec_old = 1.0 / (jnp.maximum(k_unique, 1) * sigma_w**2)
-        mean_new, chol_new = _laplace_fit(y, mask, base, X, prec_new, likelihood)
-        mean_old, chol_old = _laplace_fit(y, mask, base, X, prec_old, likelihood)
-        z = jax.random.normal(key_s, mean_new.shape, dtype) * held
-        # a = mean + L^-T z has precision L L^T; features nobody else holds stay at 0
-        step = jax.scipy.linalg.solve_triangular(chol_new, z[..., None], lower=True, trans=1)
-        sums_new = (mean_new + step[..., 0]) * held
-        forward = _log_q_minus_prior(sums_new, mean_new, chol_new, prec_new)
-        reverse = _log_q_minus_prior(sums_old, mean_old, chol_old, prec_old)
-        total = total - jnp.where(k_new > 0, forward, 0.0) + jnp.where(k_unique > 0, reverse, 0.0)
-        # the individual weights: the prior draws in W_prop, shifted to the drawn sums
-        k = jnp.maximum(k_new, 1).astype(dtype)
-        o = owned.astype(dtype)
-        if axis == 1:  # rows u of the new features, columns l held by others
-            drawn = jnp.einsum("u,rul->rl", o, W_prop) / k
-            shifted = W_prop + (sums_new / k - drawn)[:, None, :]
-            block = (owned[:, None] & held[None, :])[None]
-        else:
-            drawn = jnp.einsum("u,rlu->rl", o, W_prop) / k
-            shifted = W_prop + (sums_new / k - drawn)[:, :, None]
-            block = (held[:, None] & owned[None, :])[None]
-        W_prop = jnp.where(block, shifted, W_prop)
+    y = jnp.concatenate([data.Y[:, i, :], data.Y[:, :, i]])  # (2R, N): rows, then columns
+    mask = jnp.concatenate([data.mask[:, i, :] * off, data.mask[:, :, i] * off])
+    base = jnp.concatenate([base_row, base_col])
+    u = unique.astype(dtype)
+    sums_old = (
+        jnp.concatenate([jnp.einsum("u,rul->rl", u, W), jnp.einsum("u,rlu->rl", u, W)]) * held
+    )  # (2R, C)
+    fit_precision = 1.0 / sigma_w**2
+
+    def fitted(_):
+        return _laplace_fit(y, mask, base, F_minus, fit_precision, likelihood)
+
+    def skipped(_):
+        C = F_minus.shape[1]
+        identity = jnp.broadcast_to(jnp.eye(C, dtype=dtype), (2 * R, C, C))
+        return jnp.zeros((2 * R, C), dtype), identity
+
+    mean, chol = jax.lax.cond((k_new > 0) | (k_unique > 0), fitted, skipped, None)
+    z = jax.random.normal(key, mean.shape, dtype) * held
+    # a = mean + L^-T z has precision L L^T; features nobody else holds stay at 0
+    step = jax.scipy.linalg.solve_triangular(chol, z[..., None], lower=True, trans=1)
+    sums_new = (mean + step[..., 0]) * held
+    prec_new = 1.0 / (jnp.maximum(k_new, 1) * sigma_w**2)
+    prec_old = 1.0 / (jnp.maximum(k_unique, 1) * sigma_w**2)
+    forward = _log_q_minus_prior(sums_new, mean, chol, prec_new, held)
+    reverse = _log_q_minus_prior(sums_old, mean, chol, prec_old, held)
+    total = jnp.where(k_unique > 0, reverse, 0.0) - jnp.where(k_new > 0, forward, 0.0)
+    # the individual weights: the prior draws in W_prop, shifted to the drawn sums
+    k = jnp.maximum(k_new, 1).astype(dtype)
+    o = owned.astype(dtype)
+    rows, cols = sums_new[:R], sums_new[R:]
+    drawn = jnp.einsum("u,rul->rl", o, W_prop) / k  # rows u of the new features, l held
+    W_prop = jnp.where(
+        (owned[:, None] & held[None, :])[None],
+        W_prop + (rows / k - drawn)[:, None, :],
+        W_prop,
+    )
+    drawn = jnp.einsum("u,rlu->rl", o, W_prop) / k  # columns u of the new features, l held
+    W_prop = jnp.where(
+        (held[:, None] & owned[None, :])[None],
+        W_prop + (cols / k - drawn)[:, :, None],
+        W_prop,
+    )
     return W_prop, total if correct else jnp.zeros_like(total)
 
 

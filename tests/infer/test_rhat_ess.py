@@ -1,0 +1,73 @@
+"""The NumPy R-hat and ESS agree with ArviZ's estimators, and behave as estimates should."""
+
+import numpy as np
+import pytest
+
+from bnpjax.infer.rhat_ess import ess_bulk, ess_tail, split_rhat
+
+
+def _ar1(chains, draws, columns, phi, rng):
+    x = np.zeros((chains, draws, columns))
+    noise = rng.normal(size=x.shape)
+    for t in range(1, draws):
+        x[:, t] = phi * x[:, t - 1] + noise[:, t]
+    return x
+
+
+def _cases():
+    rng = np.random.default_rng(0)
+    for chains, draws in [(1, 7), (2, 9), (4, 100), (3, 401)]:
+        for phi in (0.0, 0.6, 0.99):
+            yield _ar1(chains, draws, 2, phi, rng)
+        yield rng.poisson(2.0, size=(chains, draws, 2)).astype(float)  # ties, like K+
+        stuck = rng.normal(size=(chains, draws, 2))
+        stuck[0] += 5.0  # one chain elsewhere
+        yield stuck
+
+
+def _arviz_estimates(column):
+    """ArviZ's (0.x: ``arviz``; 1.x: ``arviz_stats``) rank R-hat, bulk and tail ESS."""
+    az = pytest.importorskip("arviz")
+    if int(az.__version__.split(".")[0]) >= 1:  # pragma: no cover - the 1.x line
+        az = pytest.importorskip("arviz_stats")
+    ess_b = float(az.ess(column, method="bulk"))
+    ess_t = float(az.ess(column, method="tail"))
+    rhat = float(az.rhat(column, method="rank")) if column.shape[0] > 1 else np.nan
+    return ess_b, ess_t, rhat
+
+
+def test_the_estimates_are_arviz_s():
+    for values in _cases():
+        mine = np.stack(
+            [
+                ess_bulk(values),
+                ess_tail(values),
+                split_rhat(values) if values.shape[0] > 1 else np.full(values.shape[2], np.nan),
+            ],
+            axis=1,
+        )
+        for column in range(values.shape[2]):
+            reference = np.array(_arviz_estimates(values[:, :, column]))
+            np.testing.assert_allclose(mine[column], reference, rtol=1e-9, equal_nan=True)
+
+
+def test_independent_draws_give_an_ess_near_their_number_and_rhat_near_one():
+    # 4 x 1000 iid normal draws: the ESS estimate's sd is a few per cent of 4000 and R-hat's
+    # deviation from 1 is of order 1 / sqrt(4000); the bounds are several times that
+    values = np.random.default_rng(1).normal(size=(4, 1000, 3))
+    assert np.all(np.abs(ess_bulk(values) / 4000 - 1) < 0.15)
+    assert np.all(np.abs(split_rhat(values) - 1) < 0.01)
+
+
+def test_a_stuck_chain_is_flagged_and_nan_propagates():
+    values = np.random.default_rng(2).normal(size=(4, 200, 2))
+    values[1, :, 0] += 3.0
+    values[2, 5, 1] = np.nan
+    rhat = split_rhat(values)
+    assert rhat[0] > 1.2  # one chain 3 sd away: 1.47 here
+    assert np.isnan(rhat[1]) and np.isnan(ess_bulk(values)[1]) and np.isnan(ess_tail(values)[1])
+
+
+def test_values_of_another_shape_are_refused():
+    with pytest.raises(ValueError, match="values must have shape"):
+        split_rhat(np.zeros((4, 10)))
