@@ -143,7 +143,8 @@ def _read_links(args) -> np.ndarray:
         raise UsageError(f"--num-entities {N} is smaller than the largest id + 1")
     shape = (int(relation.max()) + 1, N, N)
     # the links, their mask and the model's copy of both: refuse before allocating
-    check_allocation(shape, np.float64, f"--data (ids up to {N - 1})", copies=4)
+    named = "--num-entities" if args.num_entities is not None else f"--data (ids up to {N - 1})"
+    check_allocation(shape, np.float64, named, copies=4)
     Y = np.zeros(shape)
     Y[relation, pairs[:, 0], pairs[:, 1]] = 1.0
     if args.undirected:
@@ -154,6 +155,11 @@ def _read_links(args) -> np.ndarray:
 def fit(args) -> int:
     from bnpjax.models import ilfm
 
+    for option in ("init_features", "capacity", "num_entities"):
+        value = getattr(args, option)
+        if value is not None and value < (0 if option == "init_features" else 1):
+            low = "0" if option == "init_features" else "1"
+            raise UsageError(f"--{option.replace('_', '-')} must be at least {low}, got {value}")
     data = ilfm.make_data(_read_links(args))
     algorithm = ilfm.gibbs(
         data,

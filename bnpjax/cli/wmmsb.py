@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from bnpjax.cli.output import UsageError, save_figure, write_idata
+from bnpjax.infer.checks import check_allocation
 
 #: a variational fit: ``--checkpoint`` and ``--resume`` are refused
 CHECKPOINTS = False
@@ -141,6 +142,8 @@ def fit(args) -> int:
     if args.K < 1:
         raise UsageError("--K must be at least 1")
     network = read_edge_list(args.data, directed=args.directed)
+    # the memberships' statistics are (nodes, K) and the blocks' (K, K): refuse before allocating
+    check_allocation((network.num_nodes + args.K, args.K), np.float64, "--K", copies=4)
     _, _, idata, theta, block, loglik = _cvb0(network, args)
     out = write_idata(idata, args.out)
     png = save_figure(

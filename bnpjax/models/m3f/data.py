@@ -206,6 +206,7 @@ def make_data(
     margin = np.asarray(margin, float)
     if not np.all(np.isfinite(margin)):
         raise ValueError("margin must be finite")
+    check_dtype_range(margin, "margin")
     if margin.ndim == 0 and margin < 0:
         # (per-pair margins, the Geweke construction's, may take any sign)
         raise ValueError(f"margin must be >= 0 (the hinge margin ell), got {float(margin)}")
