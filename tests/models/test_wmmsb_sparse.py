@@ -70,6 +70,21 @@ def test_bad_networks_are_refused(edges, kwargs, match, load_match):
         load_network(edges, num_nodes=3, **kw)
 
 
+def test_bad_held_out_pairs_are_refused():
+    """The held-out (unobserved) pairs are node ids too: out of range, negative, not whole
+    numbers, or not an (M, 2) array of pairs."""
+    bad = [
+        ([[0, 3]], "unobserved holds node ids"),
+        ([[-1, 2]], "unobserved holds node ids"),
+        ([[0.5, 2]], "unobserved holds node ids"),
+        ([0, 2], r"unobserved must be an \(M, 2\)"),
+        ([[0, 1, 2]], r"unobserved must be an \(M, 2\)"),
+    ]
+    for unobserved, match in bad:
+        with pytest.raises(ValueError, match=match):
+            wmmsb.make_network(3, [0, 1], [1, 2], directed=False, unobserved=unobserved)
+
+
 def test_bad_sparse_matrices_are_refused():
     bad = [
         (sp.coo_matrix(([1, 1], ([0, 1], [1, 1])), shape=(3, 3)), "self-loops"),

@@ -10,7 +10,9 @@ the MMSB). Held-out and missing pairs are never counted as zeros.
 
 Inference: :func:`collapsed_gibbs` (an exact sampler, run by :func:`bnpjax.sample`),
 :func:`cvb0` and :func:`scvb0` (collapsed variational Bayes and its stochastic version for
-large networks, run by :func:`bnpjax.fit`). :func:`predict` and :func:`log_likelihood` read
+large networks, run by :func:`bnpjax.fit`), :func:`sgrld` (stochastic-gradient Riemannian
+Langevin dynamics, an approximate sampler for large networks, run by :func:`bnpjax.sample`).
+:func:`predict` and :func:`log_likelihood` read
 the draws of either. :func:`make_network` takes edge lists and ``scipy.sparse`` matrices; with
 ``zeros="none"`` the data are ``O(N + E)`` and stochastic CVB0 draws the zeros, so networks
 of 10^6 nodes fit in memory.
@@ -25,6 +27,12 @@ topic models. *UAI*.
 
 Foulds, J., Boyles, L., DuBois, C., Smyth, P. and Welling, M. (2013). Stochastic collapsed
 variational Bayesian inference for latent Dirichlet allocation. *KDD*.
+
+Patterson, S. and Teh, Y. W. (2013). Stochastic gradient Riemannian Langevin dynamics on the
+probability simplex. *NeurIPS*.
+
+Li, W., Ahn, S. and Welling, M. (2016). Scalable MCMC for mixed membership stochastic
+blockmodels. *AISTATS*.
 
 Dulac, A. (2020). *Contributions to stochastic blockmodels for weighted networks*, PhD
 thesis, Université Grenoble Alpes.
@@ -56,6 +64,7 @@ from bnpjax.models.wmmsb.predict import (
     predict,
 )
 from bnpjax.models.wmmsb.scvb0 import SCVB0Info, SCVB0State, scvb0
+from bnpjax.models.wmmsb.sgrld import SGRLDInfo, SGRLDState, sgrld
 
 __all__ = [
     "LIKELIHOODS",
@@ -65,6 +74,8 @@ __all__ = [
     "GibbsState",
     "SCVB0Info",
     "SCVB0State",
+    "SGRLDInfo",
+    "SGRLDState",
     "WMMSBData",
     "WMMSBHyper",
     "block_means",
@@ -83,6 +94,7 @@ __all__ = [
     "pair_uniform",
     "predict",
     "scvb0",
+    "sgrld",
 ]
 
 # 0.x names, deprecated (they warn FutureWarning and will be removed in the next release)

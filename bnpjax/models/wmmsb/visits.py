@@ -7,12 +7,13 @@ drawn partner is a special pair (explicit or held out), a binary search in the C
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from bnpjax.infer.base import concrete_or_none
-from bnpjax.models.wmmsb.data import _mix32
+from bnpjax.models.wmmsb.data import _mix32, pair_uniform
 
 __all__: list[str] = []
 
@@ -79,3 +80,50 @@ def _search_steps(data):
     ptr = concrete_or_none(data.special_ptr)
     longest = int(np.max(np.diff(np.asarray(ptr)))) if ptr is not None else 2**30
     return max(1, int(np.ceil(np.log2(longest + 1))) + 1)
+
+
+def _minibatch_pairs(data, key, nodes, *, draws, max_degree, search_steps):
+    r"""The pairs a stochastic step reads for the drawn ``nodes`` (``(B,)``, distinct, a
+    uniform random subset): each node's explicit pairs (all of them up to ``max_degree``,
+    else ``max_degree`` drawn uniformly with replacement) and ``draws`` uniform partners,
+    kept when the pair is an observed zero.
+
+    Returns ``(links, zeros)``: ``links = (i, j, y, w)`` of shape ``(B, max_degree)`` with
+    ``w`` the node-level weight (1, ``degree / max_degree`` for a subsampled node, 0 for an
+    empty slot), so that summing ``w`` times a function of the pair over a node's slots is
+    unbiased for its sum over the node's explicit pairs; ``zeros = (i, j, kept)`` of shape
+    ``(B, draws)``, pairs canonical (``i < j`` when undirected). The design of
+    :func:`bnpjax.models.wmmsb.scvb0`: the weights turning these into unbiased sums over a
+    node's pairs or over all pairs are given where they are used.
+    """
+    N = data.degree.shape[0]
+    batch = nodes.shape[0]
+    dtype = data.y.dtype
+    k_partner, k_dir, k_links = jax.random.split(key, 3)
+    start = data.adj_ptr[nodes]
+    deg = data.adj_ptr[nodes + 1] - start
+    slot = jnp.arange(max_degree)
+    big = deg > max_degree
+    drawn = jnp.floor(
+        jax.random.uniform(k_links, (batch, max_degree), dtype) * deg[:, None]
+    ).astype(jnp.int32)
+    offset = jnp.where(big[:, None], jnp.minimum(drawn, deg[:, None] - 1), slot[None, :])
+    valid_slot = big[:, None] | (slot[None, :] < deg[:, None])
+    pid = data.adj[jnp.clip(start[:, None] + offset, 0, data.adj.shape[0] - 1)]
+    factor = jnp.where(big, deg / max_degree, 1.0).astype(dtype)[:, None]
+    lw = jnp.where(valid_slot, data.w[pid] * factor, 0.0).astype(dtype)
+    links = (data.src[pid], data.dst[pid], data.y[pid], lw)
+    other = jax.random.randint(k_partner, (batch, draws), 0, N - 1)
+    other = other + (other >= nodes[:, None])
+    out = jax.random.bernoulli(k_dir, 0.5, (batch, draws)) | ~data.directed
+    me = jnp.broadcast_to(nodes[:, None], other.shape)
+    zi = jnp.where(out, me, other)
+    zj = jnp.where(out, other, me)
+    zi, zj = (
+        jnp.where(data.directed, zi, jnp.minimum(zi, zj)),
+        jnp.where(data.directed, zj, jnp.maximum(me, other)),
+    )
+    kept = ~_is_special(data, zi, zj, search_steps) & (
+        pair_uniform(zi, zj, N, data.hash_seed) < data.keep
+    )
+    return links, (zi, zj, kept.astype(dtype))
