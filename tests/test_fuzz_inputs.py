@@ -342,3 +342,73 @@ def test_factories_take_a_setting_or_refuse_it_naming_it(which, pick, value):
             factory(data, **{name: value})
         except ValueError as err:
             assert re.search(rf"(?<![\w-]){name}\b", str(err)), f"{label}({name}={value!r}): {err}"
+
+
+# ---- the scikit-learn-style FM estimators ------------------------------------------------------
+
+
+class _Reached(BaseException):
+    """Raised where ``fit`` would start sampling (a BaseException, so that no error handling
+    on the way can swallow it)."""
+
+
+_ESTIMATOR_TARGETS = {
+    "FMRegressor": np.array([0.5, -1.0, 2.0, 0.0, 1.5, 3.0]),
+    "FMClassifier": np.array([0, 1, 1, 0, 1, 0]),
+    "FMOrdinal": np.array([1, 2, 3, 1, 2, 3]),
+}
+_CONSTRUCTOR = ["rank", "init_stdev", "random_state", "alpha_0", "beta_0", "gamma_0", "mu_0",
+                "reg_0", "fit_w0", "fit_linear"]  # fmt: skip
+_FIT = ["n_iter", "n_kept_samples"]
+ESTIMATOR_VALUES = [np.nan, np.inf, -np.inf, 1e39, -1e39, 0.0, 1.0, -1.0, 0.5, 2.0, 3.0, None,
+                    "a", True, False, np.int64(3), np.float32(0.5), 2.5, -1, 0, 2**70, -(2**70),
+                    np.random.RandomState(0), np.random.default_rng(0)]  # fmt: skip
+
+
+def _fit_estimator(which, settings_, fit_settings, targets, monkeypatch):
+    """``which(**settings_).fit(X, targets, **fit_settings)`` up to the start of sampling:
+    True when it got there, the ValueError when it refused."""
+    from bnpjax.models.fm import estimators
+
+    def reached(*args, **kwargs):
+        raise _Reached
+
+    monkeypatch.setattr(estimators, "run", reached)
+    X = np.eye(6, 4) + np.eye(6, 4, k=-2)
+    fit_settings = {"n_iter": 3, **fit_settings}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            getattr(estimators, which)(**settings_).fit(X, targets, **fit_settings)
+        except _Reached:
+            return True
+        except ValueError as err:
+            return err
+    raise AssertionError(f"{which}: fit neither sampled nor refused")
+
+
+@pytest.mark.parametrize("which", sorted(_ESTIMATOR_TARGETS))
+def test_estimators_fit_or_refuse_each_setting_naming_it(which, monkeypatch):
+    """Every setting of ``FMRegressor`` / ``FMClassifier`` / ``FMOrdinal`` (constructor and
+    ``fit``) with every value of a list of numbers, special values, booleans, None, text,
+    huge integers and NumPy random states (all of them: the list is short, and a sample of
+    it missed cases): ``fit`` reaches sampling (replaced by a sentinel, so nothing compiles)
+    or raises a ``ValueError`` naming that setting."""
+    for name in _CONSTRUCTOR + _FIT:
+        for value in ESTIMATOR_VALUES:
+            settings_ = {} if name in _FIT else {name: value}
+            fit_settings = {name: value} if name in _FIT else {}
+            out = _fit_estimator(which, settings_, fit_settings, _ESTIMATOR_TARGETS[which],
+                                 monkeypatch)  # fmt: skip
+            if out is not True:
+                assert re.search(rf"(?<![\w-]){name}\b", str(out)), f"{name}={value!r}: {out}"
+
+
+@FUZZ
+@given(which=st.sampled_from(sorted(_ESTIMATOR_TARGETS)), y=_arrays((6,)))
+def test_estimators_fit_or_refuse_targets_naming_them(which, y, monkeypatch):
+    """Targets of random dtype with special values: sampling starts, or a ``ValueError``
+    names ``y``."""
+    out = _fit_estimator(which, {}, {}, y, monkeypatch)
+    if out is not True:
+        assert re.search(r"(?<![\w-])y\b", str(out)), f"y={y!r}: {out}"

@@ -298,6 +298,8 @@ def check_real_array(value, name: str, *, finite: bool = True, ndim=None) -> np.
     array = array.astype(np.float64)
     bad = ~np.isfinite(array)
     if finite and bad.any():
+        if array.ndim == 0:  # a scalar setting: no index to give
+            raise ValueError(f"{name} must be finite, got {array.item()}")
         where = tuple(int(i[0]) for i in np.nonzero(bad))
         raise ValueError(
             f"{name} contains NaN or infinite values (first at index {where}: {array[where]}); "

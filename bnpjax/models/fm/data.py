@@ -8,6 +8,7 @@ names.
 
 from __future__ import annotations
 
+import numbers
 from typing import NamedTuple
 
 import jax
@@ -144,13 +145,24 @@ def make_hyper(
     )
     for name, value in values.items():
         if name == "mu_0":
-            if not np.isfinite(value):
-                raise ValueError(f"mu_0 must be finite, got {value!r}")
-            check_dtype_range(np.float64(value), name)
+            # a number, finite and in range (None, text or an object is refused by name)
+            values[name] = float(check_real_array(value, name, ndim=0))
         else:
             check_positive(value, name)
     dtype = jnp.result_type(float)
     return FMHyper(**{k: jnp.asarray(v, dtype) for k, v in values.items()})
+
+
+def check_start_scale(value, name: str) -> float:
+    """The sd of the factors' random start: a real number, finite, >= 0 and in range for the
+    run's dtype; else a ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number >= 0 (the sd of V's start), got {value!r}")
+    value = float(value)  # an integer too large for NumPy's isfinite is still a number
+    if not (np.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be finite and >= 0 (the sd of V's start), got {value!r}")
+    check_dtype_range(np.float64(value), name)
+    return float(value)
 
 
 def _groups(group_shapes, num_features: int) -> np.ndarray:

@@ -39,7 +39,7 @@ from bnpjax.infer import run, to_inference_data
 from bnpjax.infer.checks import check_integer, key_from_random_state
 from bnpjax.infer.diagnostics import check_convergence
 from bnpjax.models.fm.conditionals import _predict_coo
-from bnpjax.models.fm.data import check_targets, make_data, make_hyper
+from bnpjax.models.fm.data import check_start_scale, check_targets, make_data, make_hyper
 from bnpjax.models.fm.gibbs import gibbs
 from bnpjax.models.fm.layout import RelationBlock, relation_design, relation_widths, to_coo
 
@@ -104,6 +104,7 @@ class _BayesianFM:
         if n_kept > n_iter:
             raise ValueError(f"n_kept_samples must be an integer in 1..n_iter, got {n_kept!r}")
         check_integer(self.rank, "rank", 0)
+        check_start_scale(self.init_stdev, "init_stdev")
         targets = self._encode(y)
         data = make_data(
             X, targets, likelihood=self.likelihood, group_shapes=group_shapes, X_rel=X_rel

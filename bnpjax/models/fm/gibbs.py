@@ -50,6 +50,7 @@ from bnpjax.models.fm.data import (
     FMHyper,
     FMInfo,
     FMState,
+    check_start_scale,
     check_targets,
     make_hyper,
 )
@@ -214,8 +215,7 @@ def _check_settings(data, hyper, rank, likelihood, init_scale, num_levels):
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
     check_integer(rank, "rank", 0)
-    if not (np.isfinite(init_scale) and init_scale >= 0):
-        raise ValueError(f"init_scale must be >= 0, got {init_scale}")
+    check_start_scale(init_scale, "init_scale")
     hyper = make_hyper() if hyper is None else hyper
     if not isinstance(hyper, FMHyper):
         raise ValueError(
