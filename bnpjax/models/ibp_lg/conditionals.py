@@ -175,7 +175,13 @@ def complement_moves(key, hyper, Z, A, state, movable, *, prior_ratio=True):
     N = Z.shape[0]
     m = Z.sum(0)
     live = (m > 0.5) & (m < N - 0.5)
-    log_u = jnp.log(jax.random.uniform(key, m.shape, Z.dtype))
+    # one key per slot, as for A's noise: the draws do not depend on the buffer's capacity,
+    # so a chain whose buffer grows at another step (a resumed run) makes the same moves
+    log_u = jnp.log(
+        jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(key, k), (), Z.dtype))(
+            jnp.arange(Z.shape[1])
+        )
+    )
     p = jnp.asarray(hyper.offset_precision, Z.dtype)
 
     def column(k, carry):
