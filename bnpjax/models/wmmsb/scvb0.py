@@ -43,7 +43,6 @@ from bnpjax.models.wmmsb.data import (
     _int_array,
     _num_nodes,
     _resolve_hyper,
-    pair_uniform,
 )
 from bnpjax.models.wmmsb.likelihood import (
     _bg_update,
@@ -54,7 +53,7 @@ from bnpjax.models.wmmsb.likelihood import (
     _solve_rows,
     _variational_output,
 )
-from bnpjax.models.wmmsb.visits import _epoch_nodes, _is_special, _search_steps
+from bnpjax.models.wmmsb.visits import _epoch_nodes, _minibatch_pairs, _search_steps
 
 __all__ = ["SCVB0Info", "SCVB0State", "build_step", "init", "scvb0"]
 
@@ -147,37 +146,10 @@ def _minibatch(data, hyper, state, key, nodes, *, likelihood, draws, max_degree,
     N = _num_nodes(data)
     batch = nodes.shape[0]
     dtype = data.y.dtype
-    k_partner, k_dir, k_links = jax.random.split(key, 3)
-    # the explicit pairs (links) of each node: all of them when the node has at most
-    # max_degree, else max_degree drawn uniformly with replacement, weight degree/max_degree
-    start = data.adj_ptr[nodes]
-    deg = data.adj_ptr[nodes + 1] - start
-    slot = jnp.arange(max_degree)
-    big = deg > max_degree
-    drawn = jnp.floor(
-        jax.random.uniform(k_links, (batch, max_degree), dtype) * deg[:, None]
-    ).astype(jnp.int32)
-    offset = jnp.where(big[:, None], jnp.minimum(drawn, deg[:, None] - 1), slot[None, :])
-    valid_slot = big[:, None] | (slot[None, :] < deg[:, None])
-    pid = data.adj[jnp.clip(start[:, None] + offset, 0, data.adj.shape[0] - 1)]
-    li, lj, ly = data.src[pid], data.dst[pid], data.y[pid]
-    factor = jnp.where(big, deg / max_degree, 1.0).astype(dtype)[:, None]
-    lw = jnp.where(valid_slot, data.w[pid] * factor, 0.0).astype(dtype)
-    # draws of zero partners
-    other = jax.random.randint(k_partner, (batch, draws), 0, N - 1)
-    other = other + (other >= nodes[:, None])
-    out = jax.random.bernoulli(k_dir, 0.5, (batch, draws)) | ~data.directed
-    me = jnp.broadcast_to(nodes[:, None], other.shape)
-    zi = jnp.where(out, me, other)
-    zj = jnp.where(out, other, me)
-    zi, zj = (
-        jnp.where(data.directed, zi, jnp.minimum(zi, zj)),
-        jnp.where(data.directed, zj, jnp.maximum(me, other)),
+    # each node's explicit pairs (links, weighted) and its drawn zero partners
+    (li, lj, ly, lw), (zi, zj, zobs) = _minibatch_pairs(
+        data, key, nodes, draws=draws, max_degree=max_degree, search_steps=search_steps
     )
-    zobs = ~_is_special(data, zi, zj, search_steps) & (
-        pair_uniform(zi, zj, N, data.hash_seed) < data.keep
-    )
-    zobs = zobs.astype(dtype)
     n_y, n_phi, hr, hp = state.n_y, state.n_phi, state.r, state.p
 
     def theta(idx):
