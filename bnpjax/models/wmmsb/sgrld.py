@@ -81,7 +81,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
-from bnpjax.infer.checks import check_integer, renamed_arguments
+from bnpjax.infer.checks import (
+    check_integer,
+    check_positive,
+    is_positive_finite,
+    renamed_arguments,
+)
 from bnpjax.models.wmmsb.data import (
     WMMSBData,
     WMMSBHyper,
@@ -394,12 +399,6 @@ def _trace(state, info, *, likelihood):
     }
 
 
-def _check_positive(name, value, low=0.0, strict=True):
-    ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
-    if not ok or not np.isfinite(value) or (value <= low if strict else value < low):
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}")
-
-
 @renamed_arguments(K="rank")
 def sgrld(
     data: WMMSBData,
@@ -473,11 +472,10 @@ def sgrld(
     hyper = _resolve_hyper(hyper, rank, likelihood)
     _check_common(data, hyper, likelihood)
     N = _num_nodes(data)
-    _check_positive("step_size", step_size)
-    _check_positive("tau", tau)
-    _check_positive("kappa", kappa, strict=False)
-    if kappa > 1:
-        raise ValueError(f"kappa must lie in [0, 1], got {kappa}")
+    check_positive(step_size, "step_size")
+    check_positive(tau, "tau")
+    if isinstance(kappa, bool) or not (kappa == 0 or is_positive_finite(kappa)) or kappa > 1:
+        raise ValueError(f"kappa must lie in [0, 1], got {kappa!r}")
     check_integer(draws, "draws", 1)
     if init not in ("assortative", "prior"):
         raise ValueError(f"init must be 'assortative' or 'prior', got {init!r}")
