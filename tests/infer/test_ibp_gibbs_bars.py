@@ -11,7 +11,11 @@ estimates is divided by its Monte Carlo standard error (each side's sd over sqrt
 ESS from the 4 chains); all |z| must stay below the Bonferroni bound at 1%. Each side must
 also have an ESS of at least 50 for every compared quantity, else the z-scores would pass
 through large MCSEs alone (a chain stuck in a mode "agrees" with everything); that is a
-failure, not a pass. Long: ``BNPJAX_LONG_TESTS=1``.
+failure, not a pass. Measured (2026-11-26, 4 x (300 + 1000) sweeps each): E[K+] 4.914 vs
+4.910 (ESS 1082 / 398), held-out log-likelihood per entry -0.8347 vs -0.8339, largest |z| 0.70
+against the bound 3.14 (40 s on one core). At 4 x (200 + 600) one IBPGibbs chain sat at
+K+ = 0 for most of its draws (a birth must pay for a whole new row of A with one row's data)
+and the test failed on its ESS of 7, as it should. Long: ``BNPJAX_LONG_TESTS=1``.
 """
 
 import os
