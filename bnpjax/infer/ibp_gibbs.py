@@ -24,7 +24,11 @@ moves), is in :mod:`bnpjax.infer.ibp_moves`; in short, one sweep per IBP site is
      Laplace approximation of their conditional given the proposed ``Z`` (Newton steps on the
      model's own log density with ``jax.grad``/Hessians, from the origin of the unconstrained
      space), and accepted by the exact Metropolis-Hastings ratio, which includes the density
-     of the reverse move's draw (:func:`bnpjax.infer.ibp_moves.birth_death_pass`). Then every
+     of the reverse move's draw (:func:`bnpjax.infer.ibp_moves.birth_death_pass`). When the
+     model's density splits into a term per row of ``Z`` and a term per feature (probed at
+     ``init``), every row does this at once, with empty columns allocated to the rows that
+     propose a birth uniformly at random (:mod:`bnpjax.infer.ibp_parallel`, which says why
+     that is exact), and the empty columns' parameters are redrawn together. Then every
      row of the parameters is updated given ``Z`` by an independence Metropolis-Hastings step
      from the same kind of Laplace approximation (:func:`bnpjax.infer.ibp_moves.feature_pass`;
      a Gibbs draw when the conditional is Gaussian, as in the linear-Gaussian model). A new
@@ -470,21 +474,34 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
             moved = {**values, name: Zm, **linked.unpack(U)}
             return self._log_lik(name, moved, model_args, model_kwargs) + linked.log_jacobian(U)
 
+        def split(Zm, U):
+            return self._split_log_density(name, with_z(Zm), U, model_args, model_kwargs)
+
         U = linked.pack(values)
+        columns = None  # the parameter rows the sequential pass updates (None: all)
         if self._separable[name]:
             Z, U, short = ibp_parallel.birth_death_pass(
                 key_single,
                 Z,
                 U,
                 alpha,
-                lambda Zm, U: self._split_log_density(
-                    name, with_z(Zm), U, model_args, model_kwargs
-                ),
+                split,
                 newton_steps=self._newton_steps,
                 diagonal=self._diagonal[name],
                 log_proposal_ratio=self._proposal_log_ratio,
                 log_rate=self._new_feature_log_rate,
             )
+            # empty columns' parameters touch only their own prior term: all at once
+            key_features, key_empty = jax.random.split(key_features)
+            U = ibp_parallel.empty_feature_pass(
+                key_empty,
+                Z,
+                U,
+                split,
+                newton_steps=self._newton_steps,
+                diagonal=self._diagonal[name],
+            )
+            columns = jnp.any(Z > 0, 0)
             ll = target(Z, U)
         else:
             Z, U, ll, short = ibp_moves.birth_death_pass(
@@ -506,6 +523,7 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
             ll,
             newton_steps=self._newton_steps,
             diagonal=self._diagonal[name],
+            columns=columns,
         )
         return {name: Z, **linked.unpack(U)}, short
 

@@ -71,11 +71,18 @@ import numpy as np
 
 from bnpjax.infer.ibp_moves import (
     Gaussian,
+    gaussian_log_density,
     gaussian_sample,
     proposal_log_ratio,
 )
 
-__all__ = ["birth_death_pass", "block_laplace", "footprint_is_separable", "new_feature_log_rate"]
+__all__ = [
+    "birth_death_pass",
+    "block_laplace",
+    "empty_feature_pass",
+    "footprint_is_separable",
+    "new_feature_log_rate",
+]
 
 
 def new_feature_log_rate(alpha, num_rows):
@@ -221,6 +228,38 @@ def birth_death_pass(
         place(V, index=accepted),
         jnp.any(wants_birth) & (num_empty == 0),
     )
+
+
+def empty_feature_pass(
+    key, Z, U, split_target: Callable, *, newton_steps: int, diagonal: bool = False
+):
+    """The parameters of every empty feature column at once: an independence
+    Metropolis-Hastings step per column from the Laplace approximation of its conditional,
+    which (with the density split as in the module docstring) involves that column's own
+    term ``c_k`` only. The columns are disjoint blocks whose ratios depend on nothing the
+    other blocks move, so independent acceptances leave the joint law invariant, as
+    :func:`bnpjax.infer.ibp_moves.feature_pass` would one column after another (a Gibbs draw
+    from the prior when that is Gaussian). Returns ``U``."""
+    num_cols, dim = U.shape
+    empty = jnp.sum(Z, 0) == 0
+    index = jnp.where(empty, jnp.arange(num_cols), num_cols)
+
+    def columns(V):
+        return split_target(Z, U.at[index].set(V, mode="drop"))[1]
+
+    q = block_laplace(
+        lambda V: jnp.sum(columns(V)), (num_cols, dim), newton_steps, diagonal=diagonal
+    )
+    keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(key, k)))(jnp.arange(num_cols))
+    V = jax.vmap(gaussian_sample)(keys[:, 0], q)
+    log_ratio = (
+        columns(V)
+        - split_target(Z, U)[1]
+        + jax.vmap(gaussian_log_density)(q, U)
+        - jax.vmap(gaussian_log_density)(q, V)
+    )
+    accept = empty & (jnp.log(jax.vmap(jax.random.uniform)(keys[:, 1])) < log_ratio)
+    return jnp.where(accept[:, None], V, U)
 
 
 def footprint_is_separable(terms: Callable, values, name, linked, axes, key) -> bool:

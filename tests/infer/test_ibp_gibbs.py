@@ -366,6 +366,28 @@ def test_bad_sites_are_named():
         IBPGibbs(lg_model).init(jax.random.key(0), 0, None, (jnp.ones((ROWS, DIMS)),), {})
     with pytest.raises(ValueError, match="rows must be"):
         IBPGibbs(lg_model, rows="parallel")
+    with pytest.raises(ValueError, match="births must be"):
+        IBPGibbs(lg_model, births="parallel")
+
+
+def shared_offset_model(X=None):
+    # every row's mean also holds the sum of all feature rows of A: a row's likelihood depends
+    # on features it does not hold, so births and deaths cannot move rows independently
+    alpha = numpyro.sample("alpha", dist.Gamma(4.0, 4.0))
+    Z = numpyro.sample("Z", IndianBuffetProcess(alpha, ROWS, capacity=CAPACITY))
+    A = numpyro.sample("A", dist.Normal(0.0, 1.0).expand([CAPACITY, DIMS]).to_event(2))
+    numpyro.sample("X", dist.Normal(Z @ A + A.sum(0), 0.5).to_event(2), obs=X)
+
+
+@pytest.mark.parametrize(
+    ("model", "sites", "separable"),
+    [(lg_model, ["Z", "A"], True), (shared_offset_model, ["Z", "A"], False)],
+    ids=["lg", "shared-offset"],
+)
+def test_row_parallel_births_are_used_only_where_rows_separate(model, sites, separable):
+    gibbs = Gibbs([(IBPGibbs(model), sites), (NUTS(model), None)])
+    gibbs.init(jax.random.key(0), 0, None, (jnp.ones((ROWS, DIMS)),), {})
+    assert gibbs._kernels[0]._separable["Z"] is separable
 
 
 def test_capacity_overflow_is_flagged_and_warned():
