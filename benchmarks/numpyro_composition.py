@@ -25,7 +25,7 @@ its loop again on every call, apart), the ESS of K+ and sigma_x (ArviZ, over cha
 per second of the sampling loop, and the ratios the issue asks for: (i) / (ii) seconds per
 sweep (goal: at most 5) and (i) / (iii) ESS per second (goal: above 1). ``--continuous
 hmc5`` gives (i) HMC with 5 leapfrog steps instead of NUTS, ``--newton-steps`` the Laplace
-approximations' Newton steps.
+approximations' Newton steps, ``--init-features`` and ``--births`` the block's settings.
 
     python benchmarks/numpyro_composition.py [--num-obs 100 --samples 300] [--skip iii]
 """
@@ -136,6 +136,10 @@ def main() -> None:
         help="(i)'s kernel for alpha and the variances: nuts, or hmcN (HMC, N leapfrog steps)",
     )
     parser.add_argument("--newton-steps", type=int, default=2, help="IBPGibbs(newton_steps=)")
+    parser.add_argument(
+        "--init-features", type=int, default=10, help="IBPGibbs(init_features=); -1: None"
+    )
+    parser.add_argument("--births", default="auto", help="IBPGibbs(births=): auto or rows")
     parser.add_argument("--skip", nargs="*", default=[], choices=["i", "ii", "iii", "iv"])
     args = parser.parse_args()
 
@@ -180,7 +184,12 @@ def main() -> None:
         else:
             steps = int(args.continuous.removeprefix("hmc"))
             continuous = HMC(model, num_steps=steps, trajectory_length=None)
-        block = IBPGibbs(model, newton_steps=args.newton_steps)
+        block = IBPGibbs(
+            model,
+            newton_steps=args.newton_steps,
+            init_features=None if args.init_features < 0 else args.init_features,
+            births=args.births,
+        )
         kernel = Gibbs([(block, sites), (continuous, None)])
         out, per_sweep, fixed = timed(numpyro_run(kernel, k_plus), sweeps)
         name = f"(i) IBPGibbs + {args.continuous.upper()}"

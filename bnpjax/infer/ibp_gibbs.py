@@ -24,7 +24,11 @@ moves), is in :mod:`bnpjax.infer.ibp_moves`; in short, one sweep per IBP site is
      Laplace approximation of their conditional given the proposed ``Z`` (Newton steps on the
      model's own log density with ``jax.grad``/Hessians, from the origin of the unconstrained
      space), and accepted by the exact Metropolis-Hastings ratio, which includes the density
-     of the reverse move's draw (:func:`bnpjax.infer.ibp_moves.birth_death_pass`). Then every
+     of the reverse move's draw (:func:`bnpjax.infer.ibp_moves.birth_death_pass`). When the
+     model's density splits into a term per row of ``Z`` and a term per feature (probed at
+     ``init``), every row does this at once, with empty columns allocated to the rows that
+     propose a birth uniformly at random (:mod:`bnpjax.infer.ibp_parallel`, which says why
+     that is exact), and the empty columns' parameters are redrawn together. Then every
      row of the parameters is updated given ``Z`` by an independence Metropolis-Hastings step
      from the same kind of Laplace approximation (:func:`bnpjax.infer.ibp_moves.feature_pass`;
      a Gibbs draw when the conditional is Gaussian, as in the linear-Gaussian model). A new
@@ -92,7 +96,8 @@ from numpyro.infer.gibbs import (
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity
 
-from bnpjax.infer import ibp_moves
+from bnpjax.infer import ibp_moves, ibp_parallel
+from bnpjax.infer.ibp_probes import _Plan, _StructureProbes
 from bnpjax.infer.ibp_sites import _elementwise, _elementwise_transform, _Linked
 from bnpjax.infer.numpyro_bridge import warn_if_any
 
@@ -118,12 +123,6 @@ class IBPGibbsState(NamedTuple):
     rng_key: jax.Array
 
 
-class _Plan(NamedTuple):
-    num_rows: int
-    capacity: int
-    axes: tuple[tuple[str, int], ...] | None  # (site, row axis) per Z-dependent site; None: joint
-
-
 _OVERFLOW_MESSAGE = (
     "IBPGibbs: a step needed more feature columns than the IndianBuffetProcess "
     "capacity had free; the chain samples the IBP truncated to the buffer from here "
@@ -131,7 +130,7 @@ _OVERFLOW_MESSAGE = (
 )
 
 
-class IBPGibbs(MCMCKernel):
+class IBPGibbs(MCMCKernel, _StructureProbes):
     """Gibbs block for the ``IndianBuffetProcess`` sites of a NumPyro model (module
     docstring).
 
@@ -155,6 +154,11 @@ class IBPGibbs(MCMCKernel):
         slowly in many dimensions (a birth must pay for a whole new parameter row with one
         row's data). This replaces the initial value NumPyro gives the site (its prior draw or
         ``init_params``); ``None`` keeps that value.
+    births
+        ``"auto"`` (default): births and deaths of features with parameters move every row at
+        once when the model's density splits by rows and by features
+        (:mod:`bnpjax.infer.ibp_parallel`, checked at ``init``); ``"rows"``: one row after
+        another (:func:`bnpjax.infer.ibp_moves.birth_death_pass`). Both are exact.
 
     Use it as ``Gibbs([(IBPGibbs(model), ["Z", "A"]), (NUTS(model), None)])`` (several IBP
     sites may be listed, or given to several blocks); alone it samples a model whose only
@@ -172,11 +176,15 @@ class IBPGibbs(MCMCKernel):
         linked: dict | None = None,
         newton_steps: int = 2,
         init_features: int | None = 10,
+        births: str = "auto",
     ):
         if not callable(model):
             raise ValueError(f"model must be a NumPyro model (a callable), got {model!r}")
         if rows not in ("auto", "joint"):
             raise ValueError(f"rows must be 'auto' or 'joint', got {rows!r}")
+        if births not in ("auto", "rows"):
+            raise ValueError(f"births must be 'auto' or 'rows', got {births!r}")
+        self._births = births
         if linked is not None and not (
             isinstance(linked, dict)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in linked.items())
@@ -200,6 +208,7 @@ class IBPGibbs(MCMCKernel):
         self._plans: dict[str, _Plan] = {}
         self._linked: dict[str, _Linked] = {}
         self._diagonal: dict[str, bool] = {}
+        self._separable: dict[str, bool] = {}
         self._sites: tuple[str, ...] = ()
         self._ibp_sites: tuple[str, ...] = ()
 
@@ -243,115 +252,29 @@ class IBPGibbs(MCMCKernel):
             if site["type"] == "sample" and other != name
         )
 
-    def _row_log_lik(self, name, values, model_args, model_kwargs):
+    def _row_log_lik(self, name, values, model_args, model_kwargs, model_trace=None):
         """``(N,)``: the factors that depend on row ``n`` of ``name``, summed per row."""
         plan = self._plans[name]
-        model_trace = self._trace(values, model_args, model_kwargs)
+        if model_trace is None:
+            model_trace = self._trace(values, model_args, model_kwargs)
         total = jnp.zeros(plan.num_rows)
         for other, axis in plan.axes:
             log_p = jnp.moveaxis(_elementwise(model_trace[other]), axis, 0)
             total = total + jnp.reshape(log_p, (plan.num_rows, -1)).sum(1)
         return total
 
-    # ---------------------------------------------------------------------------------------
-    # structure
-
-    def _probe(self, name, model_args, model_kwargs) -> tuple[tuple[str, int], ...] | None:
-        """Find the row axis of every site whose density depends on ``name`` (module
-        docstring); raise when the probe cannot run on concrete values."""
-        kwargs = {k: v for k, v in model_kwargs.items() if k != GIBBS_SITES_KWARG}
-        with jax.ensure_compile_time_eval():
-            keys = jax.random.split(jax.random.key(20240611))
-            base = prototype_trace(conditioned(self._model), keys[0], model_args, kwargs)
-            values = {n: base[n]["value"] for n in latent_sample_sites(base)}
-            num_rows, capacity = base[name]["fn"].num_rows, base[name]["fn"].capacity
-            Z = jax.random.bernoulli(keys[1], 0.5, (num_rows, capacity)).astype(float)
-
-            def logs(Zm):
-                model_trace = self._trace({**values, name: Zm}, model_args, kwargs)
-                return {
-                    n: np.asarray(_elementwise(s))
-                    for n, s in model_trace.items()
-                    if s["type"] == "sample" and n != name
-                }
-
-            reference = logs(Z)
-            rows = sorted({0, num_rows // 2, num_rows - 1})
-            moved = {r: logs(Z.at[r].set(1.0 - Z[r])) for r in rows}
-            moved["all"] = logs(1.0 - Z)
-
-        def same(a, b):
-            return (a == b) | (np.isnan(a) & np.isnan(b))
-
-        axes = []
-        for site, ref in reference.items():
-            if all(np.all(same(ref, m[site])) for m in moved.values()):
-                continue  # does not depend on this IBP site
-            found = None
-            for axis in range(-ref.ndim, 0):
-                if ref.shape[axis] == num_rows and all(
-                    np.all(np.delete(np.moveaxis(same(ref, moved[r][site]), axis, 0), r, 0))
-                    for r in rows
-                ):
-                    found = axis
-                    break
-            if found is None:
-                return None
-            axes.append((site, found))
-        return tuple(axes)
-
-    def _probe_diagonal(self, name, linked, model_args, model_kwargs) -> bool:
-        """Whether the coordinates of a feature's parameters do not interact in the log density
-        (its Hessian in ``U[k]`` is diagonal, as for ``Z @ A`` in an elementwise likelihood), on
-        concrete random values; the Laplace proposals then need one Hessian-vector product
-        instead of the whole Hessian. Only the proposal's quality depends on this answer, not
-        the chain's correctness; a probe that cannot run answers False (the full Hessian)."""
-        kwargs = {k: v for k, v in model_kwargs.items() if k != GIBBS_SITES_KWARG}
-        try:
-            with jax.ensure_compile_time_eval():
-                keys = jax.random.split(jax.random.key(20240612), 3)
-                base = prototype_trace(conditioned(self._model), keys[0], model_args, kwargs)
-                values = {n: base[n]["value"] for n in latent_sample_sites(base)}
-                fn = base[name]["fn"]
-                values[name] = jax.random.bernoulli(
-                    keys[1], 0.5, (fn.num_rows, fn.capacity)
-                ).astype(float)
-                values[name] = values[name].at[:, 0].set(1.0)
-                U = linked.pack(values)
-                U = U + 0.1 * jax.random.normal(keys[2], U.shape)
-
-                def log_density(v):
-                    moved = {**values, **linked.unpack(U.at[0].set(v))}
-                    return self._log_lik(name, moved, model_args, kwargs) + linked.log_jacobian(
-                        U.at[0].set(v)
-                    )
-
-                hessian = np.asarray(jax.hessian(log_density)(U[0]))
-        except Exception:  # traced arguments, or a model the probe cannot run
-            return False
-        diagonal = np.abs(np.diag(hessian))
-        off = np.abs(hessian - np.diag(np.diag(hessian)))
-        return bool(np.all(np.isfinite(hessian)) and np.all(off <= 1e-8 * np.max(diagonal)))
-
-    def _plan(self, name, fn, model_args, model_kwargs) -> _Plan:
-        known = self._plans.get(name)
-        shape = (fn.num_rows, fn.capacity)
-        if self._rows == "joint":
-            return _Plan(*shape, None)
-        try:
-            axes = self._probe(name, model_args, model_kwargs)
-        except Exception as error:  # traced arguments, or a model the probe cannot run
-            if known is not None and (known.num_rows, known.capacity) == shape:
-                return known
-            warnings.warn(
-                f"IBPGibbs could not probe the row structure of site {name!r} ({error!r:.200}); "
-                "it samples the site one entry at a time (correct, slower). Run MCMC with "
-                "concrete model arguments (jit_model_args=False) to let it find the structure.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            return _Plan(*shape, None)
-        return _Plan(*shape, axes)
+    def _split_log_density(self, name, values, U, model_args, model_kwargs):
+        """``(rows (N,), columns (K,))``: the per-row terms of the sites that depend on ``name``
+        and the per-feature terms of its linked sites (Jacobian included), for
+        :func:`bnpjax.infer.ibp_parallel.birth_death_pass`."""
+        linked = self._linked[name]
+        values = {**values, **linked.unpack(U)}
+        model_trace = self._trace(values, model_args, model_kwargs)
+        columns = linked.column_log_jacobian(U)
+        for other in linked.names:
+            log_p = _elementwise(model_trace[other])
+            columns = columns + jnp.reshape(log_p, (U.shape[0], -1)).sum(1)
+        return self._row_log_lik(name, values, None, None, model_trace), columns
 
     def _resolve_links(self, sites, ibp_sites, model_trace) -> dict[str, _Linked]:
         """Which IBP site each non-IBP site of the block parametrises (leading axis = that
@@ -475,9 +398,13 @@ class IBPGibbs(MCMCKernel):
             name: self._plan(name, model_trace[name]["fn"], model_args, model_kwargs)
             for name in ibp_sites
         }
-        self._diagonal = {
-            name: self._probe_diagonal(name, links, model_args, model_kwargs)
+        probes = {
+            name: self._probe_features(name, links, model_args, model_kwargs)
             for name, links in linked.items()
+        }
+        self._diagonal = {name: probe[0] for name, probe in probes.items()}
+        self._separable = {
+            name: probe[1] and self._births == "auto" for name, probe in probes.items()
         }
         init_params = init_params or {}
         z = {
@@ -547,18 +474,47 @@ class IBPGibbs(MCMCKernel):
             moved = {**values, name: Zm, **linked.unpack(U)}
             return self._log_lik(name, moved, model_args, model_kwargs) + linked.log_jacobian(U)
 
+        def split(Zm, U):
+            return self._split_log_density(name, with_z(Zm), U, model_args, model_kwargs)
+
         U = linked.pack(values)
-        Z, U, ll, short = ibp_moves.birth_death_pass(
-            key_single,
-            Z,
-            U,
-            alpha,
-            target,
-            target(Z, U),
-            newton_steps=self._newton_steps,
-            diagonal=self._diagonal[name],
-            log_proposal_ratio=self._proposal_log_ratio,
-        )
+        columns = None  # the parameter rows the sequential pass updates (None: all)
+        if self._separable[name]:
+            Z, U, short = ibp_parallel.birth_death_pass(
+                key_single,
+                Z,
+                U,
+                alpha,
+                split,
+                newton_steps=self._newton_steps,
+                diagonal=self._diagonal[name],
+                log_proposal_ratio=self._proposal_log_ratio,
+                log_rate=self._new_feature_log_rate,
+            )
+            # empty columns' parameters touch only their own prior term: all at once
+            key_features, key_empty = jax.random.split(key_features)
+            U = ibp_parallel.empty_feature_pass(
+                key_empty,
+                Z,
+                U,
+                split,
+                newton_steps=self._newton_steps,
+                diagonal=self._diagonal[name],
+            )
+            columns = jnp.any(Z > 0, 0)
+            ll = target(Z, U)
+        else:
+            Z, U, ll, short = ibp_moves.birth_death_pass(
+                key_single,
+                Z,
+                U,
+                alpha,
+                target,
+                target(Z, U),
+                newton_steps=self._newton_steps,
+                diagonal=self._diagonal[name],
+                log_proposal_ratio=self._proposal_log_ratio,
+            )
         U, _ = ibp_moves.feature_pass(
             key_features,
             Z,
@@ -567,6 +523,7 @@ class IBPGibbs(MCMCKernel):
             ll,
             newton_steps=self._newton_steps,
             diagonal=self._diagonal[name],
+            columns=columns,
         )
         return {name: Z, **linked.unpack(U)}, short
 
@@ -574,6 +531,7 @@ class IBPGibbs(MCMCKernel):
     _existing_log_odds = staticmethod(ibp_moves.existing_log_odds)
     _singleton_log_correction = staticmethod(ibp_moves.singleton_log_correction)
     _proposal_log_ratio = staticmethod(ibp_moves.proposal_log_ratio)
+    _new_feature_log_rate = staticmethod(ibp_parallel.new_feature_log_rate)
 
     def sample(self, state, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs
@@ -609,6 +567,7 @@ class IBPGibbs(MCMCKernel):
         kernel._plans = dict(self._plans)
         kernel._linked = dict(self._linked)
         kernel._diagonal = dict(self._diagonal)
+        kernel._separable = dict(self._separable)
         return kernel
 
     def get_constrain_fn(self, model_args, model_kwargs):

@@ -278,15 +278,32 @@ def proposal_log_ratio(q_reverse: Gaussian, q_forward: Gaussian, current, propos
     return gaussian_log_density(q_reverse, current) - gaussian_log_density(q_forward, proposed)
 
 
-def feature_pass(key, Z, U, target: Callable, ll, *, newton_steps: int, diagonal: bool = False):
+def feature_pass(
+    key,
+    Z,
+    U,
+    target: Callable,
+    ll,
+    *,
+    newton_steps: int,
+    diagonal: bool = False,
+    columns: jax.Array | None = None,
+):
     """Metropolis-Hastings update of every row ``U[k]`` of the (unconstrained, packed) feature
     parameters given ``Z`` and the rest: an independence proposal from :func:`laplace` of the
     conditional of ``U[k]`` (exact Gibbs when that conditional is Gaussian). ``target(Z, U)`` is
     the log density of everything but the IBP prior of ``Z``, ``ll = target(Z, U)``. One
-    Laplace approximation and one model evaluation per column; returns ``(U, ll)``."""
+    Laplace approximation and one model evaluation per column; returns ``(U, ll)``.
+    ``columns``: a ``(K,)`` mask of the columns to update (default all); each update is exact
+    on its own, so any subset is too."""
     num_cols, dim = U.shape
 
     def column(k, carry):
+        if columns is None:
+            return update(k, carry)
+        return lax.cond(columns[k], update, lambda k, carry: carry, k, carry)
+
+    def update(k, carry):
         U, ll = carry
         k_prop, k_acc = jax.random.split(jax.random.fold_in(key, k))
         g = laplace(lambda v: target(Z, U.at[k].set(v)), dim, newton_steps, diagonal=diagonal)

@@ -48,11 +48,20 @@ class _Linked(NamedTuple):
             )
         }
 
-    def log_jacobian(self, U):
+    def column_log_jacobian(self, U):
+        """``(K,)``: each feature's share of the log Jacobian of the unconstrained coordinates."""
         return sum(
-            jnp.sum(t.log_abs_det_jacobian(u, t(u)))
+            jnp.sum(
+                jnp.reshape(
+                    jnp.broadcast_to(t.log_abs_det_jacobian(u, t(u)), u.shape), (U.shape[0], -1)
+                ),
+                1,
+            )
             for t, u in zip(self.transforms, self._split(U), strict=True)
         )
+
+    def log_jacobian(self, U):
+        return jnp.sum(self.column_log_jacobian(U))
 
 
 def _elementwise_transform(name, fn):

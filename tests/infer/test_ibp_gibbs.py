@@ -9,6 +9,7 @@ draw of the data, since it caches the potential and its gradient.
 """
 
 import os
+from functools import partial
 from statistics import NormalDist
 
 import jax
@@ -120,6 +121,9 @@ def _geweke(model, block, statistics, *, step_size, sites=("Z",), seed_=0, **siz
     X0 = jnp.ones((ROWS, DIMS))
     template = gibbs.init(jax.random.key(0), 0, None, (X0,), {})  # concrete: row structure
     assert gibbs._kernels[0].row_axes("Z") is not None
+    if len(sites) > 1:  # which birth-death move runs
+        births = gibbs._kernels[0]._births
+        assert gibbs._kernels[0]._separable["Z"] == (births == "auto"), births
     hmc_sites = gibbs._sites[1]
     constrain = gibbs.get_constrain_fn((X0,), {})
 
@@ -187,26 +191,45 @@ class ProposalRatioForgotten(IBPGibbs):
         return 0.0
 
 
+class RateNotOverN(IBPGibbs):
+    """Broken twin of the row-parallel births and deaths: a new feature's prior ratio alpha
+    instead of alpha / N (the 1/N of a singleton forgotten), as if K+ ~ Poisson(alpha N)."""
+
+    @staticmethod
+    def _new_feature_log_rate(alpha, num_rows):
+        return jnp.log(alpha)
+
+
+def rows_one_by_one(block):
+    """The block with births and deaths one row after another (the path for models whose
+    density does not split by rows and features)."""
+    return partial(block, births="rows")
+
+
 LONG = os.environ.get("BNPJAX_LONG_TESTS") == "1"
 LONG_ONLY = pytest.mark.skipif(
     not LONG,
-    reason="the block without its feature parameters (not the recommended form); "
-    "BNPJAX_LONG_TESTS=1",
+    reason="the block without its feature parameters (not the recommended form), or with "
+    "births one row after another; BNPJAX_LONG_TESTS=1",
 )
 
 GEWEKE = {
     # the IBP block owns Z only: a new feature takes HMC's value of an empty row of A
     "linear_gaussian": (lg_model, lg_statistics, SingletonPriorTwice, 0.08, ("Z",)),
     "poisson": (poisson_model, poisson_statistics, OddsOverN, 0.08, ("Z",)),
-    # the IBP block owns Z and its feature parameters: births and deaths move both
-    "linear_gaussian_linked": (
+    # the IBP block owns Z and its feature parameters: births and deaths move both, in every
+    # row at once (ibp_parallel: both models split by rows and features)
+    "linear_gaussian_linked": (lg_model, lg_statistics, RateNotOverN, 0.08, ("Z", "A")),
+    "poisson_linked": (poisson_model, poisson_statistics, ProposalRatioForgotten, 0.08, ("Z", "W")),
+    # ... and one row after another (births="rows")
+    "linear_gaussian_linked_rows": (
         lg_model,
         lg_statistics,
         ProposalRatioForgotten,
         0.08,
         ("Z", "A"),
     ),
-    "poisson_linked": (
+    "poisson_linked_rows": (
         poisson_model,
         poisson_statistics,
         ProposalRatioForgotten,
@@ -214,18 +237,20 @@ GEWEKE = {
         ("Z", "W"),
     ),
 }
+DEFAULT_GEWEKE = ("linear_gaussian_linked", "poisson_linked")
 
 
 @pytest.mark.parametrize("broken", [False, True], ids=["correct", "broken"])
 @pytest.mark.parametrize(
-    "name", [n if "linked" in n else pytest.param(n, marks=LONG_ONLY) for n in GEWEKE]
+    "name", [n if n in DEFAULT_GEWEKE else pytest.param(n, marks=LONG_ONLY) for n in GEWEKE]
 )
 def test_geweke(name, broken):
     model, statistics, twin, step_size, sites = GEWEKE[name]
+    block = twin if broken else IBPGibbs
     try:
         result = _geweke(
             model,
-            twin if broken else IBPGibbs,
+            rows_one_by_one(block) if name.endswith("_rows") else block,
             statistics,
             step_size=step_size,
             sites=sites,
@@ -341,6 +366,28 @@ def test_bad_sites_are_named():
         IBPGibbs(lg_model).init(jax.random.key(0), 0, None, (jnp.ones((ROWS, DIMS)),), {})
     with pytest.raises(ValueError, match="rows must be"):
         IBPGibbs(lg_model, rows="parallel")
+    with pytest.raises(ValueError, match="births must be"):
+        IBPGibbs(lg_model, births="parallel")
+
+
+def shared_offset_model(X=None):
+    # every row's mean also holds the sum of all feature rows of A: a row's likelihood depends
+    # on features it does not hold, so births and deaths cannot move rows independently
+    alpha = numpyro.sample("alpha", dist.Gamma(4.0, 4.0))
+    Z = numpyro.sample("Z", IndianBuffetProcess(alpha, ROWS, capacity=CAPACITY))
+    A = numpyro.sample("A", dist.Normal(0.0, 1.0).expand([CAPACITY, DIMS]).to_event(2))
+    numpyro.sample("X", dist.Normal(Z @ A + A.sum(0), 0.5).to_event(2), obs=X)
+
+
+@pytest.mark.parametrize(
+    ("model", "sites", "separable"),
+    [(lg_model, ["Z", "A"], True), (shared_offset_model, ["Z", "A"], False)],
+    ids=["lg", "shared-offset"],
+)
+def test_row_parallel_births_are_used_only_where_rows_separate(model, sites, separable):
+    gibbs = Gibbs([(IBPGibbs(model), sites), (NUTS(model), None)])
+    gibbs.init(jax.random.key(0), 0, None, (jnp.ones((ROWS, DIMS)),), {})
+    assert gibbs._kernels[0]._separable["Z"] is separable
 
 
 def test_capacity_overflow_is_flagged_and_warned():
