@@ -234,9 +234,16 @@ def _relation_sweep(
         h_e = x[:, None] * with_ones(a * E_e[:, None] + R_e)
         h_e = h_e.at[:, 0].set(x * E_e) if linear else h_e
         h_e = h_e + u * jnp.sum(u * theta_e, axis=1, keepdims=True)
-        joint = jnp.concatenate([(u[:, :, None] * u[:, None, :]).reshape(-1, D * D), h_e], 1)
-        sums = jax.ops.segment_sum(joint, slot, num_segments=F + 1)[:F]
-        gram, hr = sums[:, : D * D].reshape(F, D, D), sums[:, D * D :]
+        # per-feature sums as matrix products with the entries' membership (F, P): XLA's CPU
+        # scatter (a segment sum) is a scalar loop, and the chunk's step is on the critical path
+        if F <= 8:
+            member = (slot[None, :] == jnp.arange(F)[:, None]).astype(u.dtype)
+            gram = jnp.einsum("fpk,pl->fkl", member[:, :, None] * u[None], u)
+            hr = member @ h_e
+        else:  # F x P x D^2 products would cost more than the scatter
+            outer = (u[:, :, None] * u[:, None, :]).reshape(-1, D * D)
+            sums = jax.ops.segment_sum(jnp.concatenate([outer, h_e], 1), slot, num_segments=F + 1)
+            gram, hr = sums[:F, : D * D].reshape(F, D, D), sums[:F, D * D :]
         per_feature = feature_static.at[ids].get(mode="fill", fill_value=0)
         per_feature = jnp.where((ids < p)[:, None], per_feature, feature_pad)
         fixed_f = per_feature[:, 2 * D :].reshape(F, K, K)
@@ -319,34 +326,39 @@ def _scale_block(key, data, hyper, e, w, mu_w, var_w, noise_var, *, jacobian=Tru
     """
     G = var_w.shape[0]
     D = _group_row_sums(data, w - mu_w[data.group])  # (n, G)
+    # every group's move sees the residual the previous ones left, e - sum_{h<g} (c_h - 1) d_h,
+    # so its quadratic needs only A = D'D and D'e: one O(n G^2) pass, then a scan over the
+    # groups of O(G) work per step (a scan per group, over the rows, cost more than the rest)
+    A = D.T @ D
+    r0 = D.T @ e + jnp.diagonal(A)  # (e + d_g) . d_g before any group moves
     rate = hyper.beta_0 / 2 + hyper.gamma_0 * (mu_w - hyper.mu_0) ** 2 / 2
     power = hyper.alpha_0 / 2 + (0.5 if jacobian else 1.5)
     keys = jax.random.split(key, G)
-    factors = []
-    for g in range(G):  # groups are few; each sees the residual the previous ones left
-        d = D[:, g]
-        a = d @ d
-        r = (e + d) @ d  # e(c) = (e + d) - c d
+    steps = jnp.asarray(SCALE_STEPS, e.dtype)
+    normals = jax.vmap(lambda k: jax.random.normal(k, steps.shape, e.dtype))(keys)
+    log_u = jax.vmap(
+        lambda k: jnp.log(jax.random.uniform(jax.random.fold_in(k, 1), steps.shape, e.dtype))
+    )(keys)
 
-        def log_target(t, g=g, a=a, r=r):
+    def group_move(moved, g):  # moved: c - 1 of the groups before g (0 for the others)
+        a, r = A[g, g], r0[g] - A[g] @ moved
+
+        def log_target(t):
             c = jnp.exp(t)
             u = jnp.log(var_w[g]) + 2 * t
             return -(a * c**2 - 2 * r * c) / (2 * noise_var) - power * u - rate[g] * jnp.exp(-u)
 
-        steps = jnp.asarray(SCALE_STEPS, e.dtype)
-        normals = jax.random.normal(keys[g], steps.shape, e.dtype)
-        log_u = jnp.log(jax.random.uniform(jax.random.fold_in(keys[g], 1), steps.shape, e.dtype))
-
-        def one(t, xs, log_target=log_target):
+        def one(t, xs):
             proposal = t + xs[0] * xs[1]
             take = xs[2] < log_target(proposal) - log_target(t)
             return jnp.where(take, proposal, t), None
 
-        t, _ = jax.lax.scan(one, jnp.zeros((), e.dtype), (steps, normals, log_u))
-        c = jnp.exp(t)
-        e = e - (c - 1) * d
-        factors.append(c)
-    c = jnp.stack(factors)
+        t, _ = jax.lax.scan(one, jnp.zeros((), e.dtype), (steps, normals[g], log_u[g]))
+        return moved.at[g].set(jnp.exp(t) - 1), None
+
+    moved, _ = jax.lax.scan(group_move, jnp.zeros((G,), e.dtype), jnp.arange(G))
+    e = e - D @ moved
+    c = 1 + moved
     w = mu_w[data.group] + c[data.group] * (w - mu_w[data.group])
     return w, var_w * c**2, e
 
