@@ -126,6 +126,10 @@ def test_sgrld_checks_its_arguments():
         wmmsb.sgrld(implicit, hyper)
     with pytest.raises(ValueError, match="init"):
         wmmsb.sgrld(listed, hyper, init="random")
+    with pytest.raises(ValueError, match="batch"):  # the SCVB0 start draws minibatches
+        wmmsb.sgrld(listed, hyper, init="scvb0")
+    with pytest.raises(ValueError, match="init_passes"):
+        wmmsb.sgrld(implicit, hyper, batch=4, init_passes=-1)
     with pytest.raises(ValueError, match="rank"):
         wmmsb.sgrld(listed)
 
