@@ -21,7 +21,10 @@ Each runs ``--chains`` chains of ``--warmup`` + ``--samples`` steps (NumPyro sid
 ``chain_method="sequential"``, bnpjax with its vmapped chains), and again with a quarter of
 each, both after a compiling run. Printed: seconds per sweep of the sampling loop (the slope
 between the two runs; the fixed seconds per run, which NumPyro's ``MCMC.run`` spends tracing
-its loop again on every call, apart), the ESS of K+ and sigma_x (ArviZ, over chains) and ESS
+its loop again on every call, apart; for the NumPyro kernels (i) and (iii), whose fixed cost of
+10-20 s varies by about a second from run to run and swamps their slope, ``s/sweep`` is
+instead the kernel's ``sample`` timed in one compiled loop of 300 sweeps from the final state,
+and the slope is printed beside it), the ESS of K+ and sigma_x (ArviZ, over chains) and ESS
 per second of the sampling loop, and the ratios the issue asks for: (i) / (ii) seconds per
 sweep (goal: at most 5) and (i) / (iii) ESS per second (goal: above 1). ``--continuous
 hmc5`` gives (i) HMC with 5 leapfrog steps instead of NUTS, ``--newton-steps`` the Laplace
@@ -99,12 +102,33 @@ def timed(fn, sweeps):
     return out, per_sweep, seconds[False] - per_sweep * sweeps[False]
 
 
-def summarise(name, k_plus, sigma_x, alpha, per_sweep, fixed, sweeps):
+def loop_per_sweep(kernel, state, model_args, num_sweeps=300):
+    """Seconds per sweep of ``kernel.sample`` in one compiled loop of ``num_sweeps`` sweeps from
+    ``state`` (one chain's state after sampling), timed after its compiling run: what a sweep of
+    ``MCMC``'s sampling loop costs, measured without the seconds of tracing that ``MCMC.run``
+    spends on every call (whose run-to-run variation, about a second, swamps the slope of
+    :func:`timed` at these lengths)."""
+
+    def body(i, state):
+        return kernel.sample(state, model_args, {})
+
+    loop = jax.jit(lambda state: jax.lax.fori_loop(0, num_sweeps, body, state))
+    jax.block_until_ready(loop(state))
+    start = time.perf_counter()
+    jax.block_until_ready(loop(state))
+    return (time.perf_counter() - start) / num_sweeps
+
+
+def summarise(name, k_plus, sigma_x, alpha, per_sweep, fixed, sweeps, loop=None):
+    """``loop``: :func:`loop_per_sweep` (NumPyro kernels); the ESS per second then uses it, else
+    the slope ``per_sweep``."""
     draws = {"K+": k_plus, "sigma_x": sigma_x, "alpha": alpha}
     ess = {k: float(az.ess(np.asarray(v, float))) for k, v in draws.items()}
-    seconds = per_sweep * sweeps  # the sampling loop of the long run, without the fixed cost
+    # the sampling loop of the long run, without the fixed cost
+    seconds = (per_sweep if loop is None else loop) * sweeps
     row = {
-        "s/sweep": per_sweep,
+        "s/sweep": per_sweep if loop is None else loop,
+        "slope s/sweep": per_sweep,
         "fixed s": fixed,
         "ess K+": ess["K+"],
         "ess sigma_x": ess["sigma_x"],
@@ -154,6 +178,8 @@ def main() -> None:
 
     sweeps = {short: args.chains * sum(lengths(short)) for short in (True, False)}
 
+    last = {}  # the MCMC object of the latest run, for loop_per_sweep
+
     def numpyro_run(kernel, k_plus_of):
         def run(seed, short):
             warmup, samples = lengths(short)
@@ -166,11 +192,18 @@ def main() -> None:
                 progress_bar=False,
             )
             mcmc.run(jax.random.key(seed), X)
+            last["mcmc"] = mcmc
             draws = mcmc.get_samples(group_by_chain=True)
             sigma_x = np.sqrt(np.asarray(draws["sigma_x2"]))
             return k_plus_of(draws["Z"]), sigma_x, np.asarray(draws["alpha"])
 
         return run
+
+    def loop_of(kernel):
+        state = last["mcmc"].last_state
+        if args.chains > 1:  # the first chain's state
+            state = jax.tree.map(lambda x: x[0], state)
+        return loop_per_sweep(kernel, state, (X,))
 
     def k_plus(Z):
         return np.sum(np.asarray(Z).sum(-2) > 0, -1)
@@ -193,7 +226,7 @@ def main() -> None:
         kernel = Gibbs([(block, sites), (continuous, None)])
         out, per_sweep, fixed = timed(numpyro_run(kernel, k_plus), sweeps)
         name = f"(i) IBPGibbs + {args.continuous.upper()}"
-        rows["i"] = summarise(name, *out, per_sweep, fixed, sweeps[False])
+        rows["i"] = summarise(name, *out, per_sweep, fixed, sweeps[False], loop_of(kernel))
 
     # the NumPyro model sees X as it is: so must the reference samplers (no standardisation)
     data = ibp_lg.make_data(np.asarray(X), standardize=False)
@@ -228,11 +261,13 @@ def main() -> None:
         kernel = DiscreteHMCGibbs(NUTS(truncated), modified=True)
         out, per_sweep, fixed = timed(numpyro_run(kernel, k_plus), sweeps)
         name = "(iii) DiscreteHMCGibbs truncated"
-        rows["iii"] = summarise(name, *out, per_sweep, fixed, sweeps[False])
+        rows["iii"] = summarise(name, *out, per_sweep, fixed, sweeps[False], loop_of(kernel))
 
     if "i" in rows and "ii" in rows:
         per_sweep = rows["i"]["s/sweep"] / rows["ii"]["s/sweep"]
         print(f"ratio s/sweep (i) / (ii): {per_sweep:.2f} (goal <= 5)")
+        slope = rows["i"]["slope s/sweep"] / rows["ii"]["s/sweep"]
+        print(f"ratio s/sweep (i) / (ii), (i) by its slope: {slope:.2f}")
     if "i" in rows and "iii" in rows:
         for stat in ("K+", "sigma_x"):
             ratio = rows["i"][f"ess/s {stat}"] / rows["iii"][f"ess/s {stat}"]
