@@ -48,10 +48,12 @@ Independent acceptances with probability ``min(1, r_n)`` then satisfy detailed b
 every subset of accepted rows (a rejected row's ratio is the same before and after the others
 move), so the move is a Metropolis-Hastings kernel for the joint law of ``(Z, U)``; ``rho``
 depends only on ``f``, which no birth or death of a singleton changes. With ``b > e`` the
-identity is taken, which restricts the target to buffers that fit (exact for the IBP truncated
-to the capacity). The random allocation is what keeps the move exact without assuming that
-the model treats its feature columns exchangeably; all draws use per-row and per-column
-``fold_in`` keys, so they do not depend on the capacity.
+identity is taken; ``b - e`` is the same for a move and its reverse, so the two are skipped
+together and detailed balance holds (for the IBP truncated to the capacity, as everywhere in
+the block). The random allocation is what keeps the move exact without assuming that the
+model treats its feature columns exchangeably (a fixed assignment of slots, e.g. by a prefix
+sum over the rows, would not be reversible). Every row and every column draws from its own
+``fold_in`` key, so a row's draws do not change with the capacity.
 
 References
 ----------
