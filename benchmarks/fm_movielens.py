@@ -172,7 +172,7 @@ def run_setting(name: str, args) -> None:
     def our_blocks(key):
         return [RelationBlock(index, m) for index, m in setting[key]]
 
-    ours, theirs = [], []
+    ours, theirs, walls = [], [], []
     compile_s, compiles_after_first = None, 0
     for seed in range(args.repeats):
         before = compile_count()
@@ -187,6 +187,7 @@ def run_setting(name: str, args) -> None:
         else:
             compiles_after_first += compile_count() - before
         fit_s = wall - model.timings_.get("compile_s", 0.0)
+        walls.append(wall)
         ours.append((fit_s, rmse(model.predict(X_test, our_blocks("X_rel_test")), y_test)))
         compiled = model.timings_.get("compile_s", 0.0)
         print(
@@ -223,6 +224,18 @@ def run_setting(name: str, args) -> None:
         f"ratio {t_ours / t_theirs:.2f} (goal <= 1, aim 0.5); per sweep "
         f"{1e3 * t_ours / n_iter:.1f} vs {1e3 * t_theirs / n_iter:.1f} ms"
     )
+    # what a user waits for: the first fit with its compilation, then a refit of the same shapes
+    print(
+        f"   RESULT {name}: first fit incl. compile bnpjax {walls[0]:.2f} vs myFM "
+        f"{theirs[0][0]:.2f} s: ratio {walls[0] / theirs[0][0]:.2f}"
+    )
+    if len(walls) > 1:
+        warm = statistics.median(walls[1:])
+        peer_warm = statistics.median(t for t, _ in theirs[1:])
+        print(
+            f"   RESULT {name}: warm refits (median of {len(walls) - 1}) bnpjax {warm:.2f} vs "
+            f"myFM {peer_warm:.2f} s: ratio {warm / peer_warm:.2f}"
+        )
     print(
         f"   RESULT {name}: one-off compile {compile_s:.1f} s; "
         f"compilations in later fits: {compiles_after_first}"

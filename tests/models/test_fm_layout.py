@@ -56,6 +56,19 @@ def test_relation_block_matches_the_expanded_design():
     np.testing.assert_allclose(info.rmse, np.sqrt(np.mean((y - yhat) ** 2)), rtol=1e-4)
 
 
+def test_a_block_with_many_empty_columns_is_laid_out():
+    # implicit feedback over every item, some of which nobody rated: a chunk of such columns
+    # has more features than entries (the layout failed with a broadcast error)
+    block = np.zeros((3, 40))
+    block[:, 0] = 1.0
+    n = 6
+    data = fm.make_data(
+        sp.csr_matrix(np.eye(n)), np.zeros(n), X_rel=[fm.RelationBlock(np.arange(n) % 3, block)]
+    )
+    ids = np.concatenate([np.ravel(c.features) for c in data.relations[0].chunks])
+    assert np.array_equal(np.sort(ids[ids < n + 40]), np.arange(n, n + 40))
+
+
 def test_bad_designs_and_blocks_are_rejected_naming_the_argument():
     X = sp.random(10, 5, density=0.5, format="csr", random_state=0)
     y = np.arange(10.0)

@@ -307,7 +307,9 @@ def _pack_chunks(rows, cols, values, num_block_rows, offset, width, num_features
     out = []
     for P, F in sorted(by_shape, reverse=True):
         group = by_shape[P, F]
-        F = min(F, P)
+        # fewer slots than entries would be wasted, but a chunk may hold more features than
+        # entries: a column with no entry in the block (an item nobody rated) is a feature
+        F = min(F, max(P, max(len(chunk) for chunk in group)))
         r = np.full((len(group), P), num_block_rows, np.int64)
         slot = np.full((len(group), P), F, np.int64)
         v = np.zeros((len(group), P))
