@@ -115,7 +115,7 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
                 store_gamma=args.exclude_self,
                 max_count=max_count,
                 init=init,
-                node_update=args.node_update or "pass",
+                node_update=args.node_update,
             )
             result = fit_run(
                 algorithm, key, args.iters, num_draws=1, progress_bar=False, chunk_size=args.iters
@@ -137,7 +137,7 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
             tau=args.tau,
             kappa=args.kappa,
             kappa_node=args.kappa_node,
-            node_update=args.node_update or "pass",
+            node_update=args.node_update,
             init="random" if args.init == "random" else "assortative",
         )
         N = int(data.degree.shape[0])
@@ -167,7 +167,8 @@ def main(argv=None):
         "--node-update",
         choices=["solve", "pass"],
         default=None,
-        help="node rows: solved for their fixed point or one pass (default: pass)",
+        help="node rows: solved for their fixed point or one pass (default: the library's, "
+        "solve for the MMSB, pass for WMMSB-bg)",
     )
     parser.add_argument(
         "--stop-on-test",

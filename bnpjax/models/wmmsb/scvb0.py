@@ -396,7 +396,7 @@ def build_step(
     eval_every: int = 100,
     patience: int = 3,
     tol: float = 1e-4,
-    node_update: str = "pass",
+    node_update: str | None = None,
     search_steps: int = 31,
 ):
     """The stochastic CVB0 update ``step(key, state, data, hyper) -> (state, info)``.
@@ -412,6 +412,8 @@ def build_step(
     schedule = _Schedule(tau, kappa) if schedule is None else schedule
     if valid is None:
         patience = 2**30
+    if node_update is None:
+        node_update = "solve" if likelihood == "bernoulli" else "pass"
     if kappa_node is None:
         kappa_node = 0.0 if node_update == "solve" else 0.5
 
@@ -459,7 +461,7 @@ def scvb0(
     eval_every: int = 100,
     patience: int = 3,
     tol: float = 1e-4,
-    node_update: str = "pass",
+    node_update: str | None = None,
     init: str = "assortative",
     pointwise_log_likelihood: bool | None = None,
 ) -> VariationalAlgorithm:
@@ -515,13 +517,15 @@ def scvb0(
         Evaluate the validation log-likelihood every ``eval_every`` steps; stop after
         ``patience`` evaluations without a relative improvement of ``tol >= 0``.
     tol : float
-    node_update : {"pass", "solve"}
-        How a drawn node's row is re-estimated: "pass" (default) sums the roles once (the
-        estimate of one CVB0 pass); "solve" moves it to its fixed point given the
+    node_update : {"pass", "solve"}, optional
+        How a drawn node's row is re-estimated: "pass" (default for nb and bg) sums the
+        roles once (the estimate of one CVB0 pass); "solve" moves it to its fixed point given the
         minibatch's link roles and zero factors (see :func:`bnpjax.models.wmmsb.cvb0`; the
         same fixed points as CVB0, reached in few visits when a node's zeros outnumber its
         links by thousands, as in the MMSB on hep-th; it amplifies the noise of the drawn
         zeros: fb_uc AUC 0.866 / 0.911 at 10% / 100% against 0.876 / 0.916 with "pass").
+        Default "solve" for the MMSB (bernoulli), as :func:`~bnpjax.models.wmmsb.cvb0`: with
+        "pass" a planted MMSB of 2,000 nodes stays at AUC 0.49.
     init : {"assortative", "random"}
         The start: random Dirichlet(1) node rows and block shares; "assortative" (default)
         also makes the within-community blocks' summed counts 10 times their share (as
@@ -556,6 +560,8 @@ def scvb0(
         raise ValueError(f"batch must be at most the number of nodes {N}, got {batch}")
     _check_real("tau", tau, 1.0, np.inf, "a number >= 1 (rho_0 = tau**-kappa must be at most 1)")
     _check_real("kappa", kappa, 0.5, 1.0, "in [0.5, 1] (Robbins-Monro step-size exponent)")
+    if node_update is None:
+        node_update = "solve" if likelihood == "bernoulli" else "pass"
     if kappa_node is None:
         kappa_node = 0.0 if node_update == "solve" else 0.5
     _check_real("kappa_node", kappa_node, 0.0, 1.0, "in [0, 1] (node step-size exponent)")
