@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.models import m3f
-from bnpjax.models.m3f import features, linalg
+from bnpjax.models.m3f import features, linalg, scale
 from bnpjax.models.m3f.conditionals import _scores
 from bnpjax.priors import ibp
 from bnpjax.testing import GewekeCase
@@ -132,6 +132,32 @@ def _biases_on_a_wrong_scale():
         return jnp.concatenate([U, twos], 1), jnp.concatenate([V, bias[:, None]], 1)
 
     return _gibbs_factory(_patched(gibbs, _with_bias=doubled_column))
+
+
+def _scale_without_jacobian():
+    """The scale moves of the factors (users', items', all scores') without the Jacobian
+    ``a^D`` of the rescaled coordinates."""
+    fake_scale = types.SimpleNamespace(
+        **{
+            **vars(scale),
+            **{
+                name: functools.partial(getattr(scale, name), jacobian=False)
+                for name in ("_scale_users", "_scale_items", "_scale_all")
+            },
+        }
+    )
+    return _gibbs_factory(_patched(gibbs, scale=fake_scale))
+
+
+def _thresholds_with_flipped_signs():
+    """The thresholds' random walk with the signs T of their pairs flipped (the hinge of the
+    levels on the other side of each threshold), the steps as they were."""
+
+    def flipped(data, *args, **kwargs):
+        return scale._thresholds_target(data._replace(signs=-data.signs), *args, **kwargs)
+
+    fake_scale = _patched(scale, _thresholds_target=flipped)
+    return _gibbs_factory(_patched(gibbs, scale=fake_scale))
 
 
 FIXED_V = np.array([[0.8, -0.5], [-0.3, 1.1], [1.2, 0.4]])
@@ -267,6 +293,18 @@ CASES = [
         broken_factory=_twice_shifted_user_step(),
         num_successive=3_000,
         seed=6,
+        **_COMMON,
+    ),
+    GewekeCase(
+        # the scale moves with every coordinate they rescale (item biases included); the
+        # threshold move's twin, its signs flipped, is checked in tests/models/test_m3f_gibbs.py
+        name="m3f.gibbs_moves",
+        factory=_gibbs_factory(gibbs),
+        settings={"rank": 2, "item_bias": True, "lambda_rate": LAMBDA_RATE},
+        statistics=functools.partial(_stats, item_bias=True),
+        broken_factory=_scale_without_jacobian(),
+        num_successive=3_000,
+        seed=9,
         **_COMMON,
     ),
     GewekeCase(

@@ -1,6 +1,7 @@
 """Gibbs M3F (and, on the same generated ratings, iPM3F and the MAP baseline): the lambda
-conditional against SciPy, recovery of known factors, strong generalization. The Geweke
-cases of every kernel are in tests/geweke_cases/m3f.py."""
+conditional against SciPy, the scale and threshold moves' targets against the
+pseudo-posterior, recovery of known factors, strong generalization. The Geweke cases of
+every kernel are in tests/geweke_cases/m3f.py."""
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +11,8 @@ import scipy.stats
 
 import bnpjax
 from bnpjax.models import m3f
-from bnpjax.models.m3f import conditionals
+from bnpjax.models.m3f import conditionals, scale
+from bnpjax.testing import run_geweke_case
 
 
 def test_lambda_conditional_matches_scipy():
@@ -31,6 +33,65 @@ def test_lambda_conditional_matches_scipy():
     # and a wrong mean (1/|u| doubled) is detected by the same test
     wrong = scipy.stats.kstest(lam, scipy.stats.geninvgauss(0.5, 2 * u, scale=u / 2).cdf).pvalue
     assert wrong < 1e-6, wrong
+
+
+def _random_state(seed=0):
+    rng = np.random.default_rng(seed)
+    users, items = np.nonzero(rng.random((5, 4)) < 0.7)
+    data = m3f.make_data(users, items, rng.integers(1, 4, users.size), 5, 4, 3, margin=1.0)
+    hyper = m3f.make_hyper(3, C=1.5, margin=1.0)
+    U, V = rng.normal(size=(5, 2)), rng.normal(size=(4, 2))
+    theta, bias = np.sort(rng.normal(size=(5, 2)), axis=1), rng.normal(size=4)
+    state = m3f.M3FState(U, V, theta, np.ones((users.size, 2)), bias)
+    return data, hyper, jax.tree.map(jnp.asarray, state), rng
+
+
+def test_move_targets_are_the_pseudo_posterior_with_the_jacobian():
+    """Each move's log target at t, less its value at 0, is the change of the pseudo-posterior
+    (the hinge, lambda integrated out) under the move plus the log Jacobian D t."""
+    data, hyper, state, rng = _random_state()
+    U, V, theta, bias = state.U, state.V, state.theta, state.bias
+    lp = conditionals.pseudo_log_posterior
+    args = (data, hyper, U, V, theta, bias)
+
+    t = jnp.asarray(rng.normal(scale=0.3, size=5))
+    a = jnp.exp(t)[:, None]
+    target = scale._users_target(*args)
+    moved = state._replace(U=a * U, theta=a * theta)
+    expected = lp(data, hyper, moved) - lp(data, hyper, state) + 4 * jnp.sum(t)
+    np.testing.assert_allclose(jnp.sum(target(t) - target(0 * t)), expected, rtol=1e-10)
+
+    t = jnp.asarray(rng.normal(scale=0.3, size=4))
+    target = scale._items_target(*args)
+    moved = state._replace(V=jnp.exp(t)[:, None] * V)
+    expected = lp(data, hyper, moved) - lp(data, hyper, state) + 2 * jnp.sum(t)
+    np.testing.assert_allclose(jnp.sum(target(t) - target(0 * t)), expected, rtol=1e-10)
+
+    t = jnp.asarray(0.2)
+    target = scale._all_target(*args, item_bias=True)
+    a = jnp.exp(t)
+    moved = state._replace(V=a * V, theta=a * theta, bias=a * bias)
+    expected = lp(data, hyper, moved) - lp(data, hyper, state) + (8 + 10 + 4) * t
+    np.testing.assert_allclose(target(t) - target(0 * t), expected, rtol=1e-10)
+
+    d = jnp.asarray(rng.normal(size=theta.shape))
+    x = conditionals._scores(data, U, V) + bias[data.items]
+    target = scale._thresholds_target(data, hyper, theta, x)
+    expected = lp(data, hyper, state._replace(theta=theta + d)) - lp(data, hyper, state)
+    np.testing.assert_allclose(jnp.sum(target(d) - target(0 * d)), expected, rtol=1e-10)
+
+
+@pytest.mark.slow
+def test_threshold_move_with_flipped_signs_fails_geweke():
+    """The table's m3f.gibbs_moves row has the scale moves' twin; the threshold move's own
+    slip (the signs of its pairs flipped) fails the same test by a wide margin."""
+    from geweke_cases import m3f as cases
+
+    row = next(case for case in cases.CASES if case.name == "m3f.gibbs")
+    result = run_geweke_case(
+        row._replace(broken_factory=cases._thresholds_with_flipped_signs()), broken=True
+    )
+    assert result.max_abs_z > 2 * result.threshold, str(result)
 
 
 # ------------------------------------------------------------------------------------------

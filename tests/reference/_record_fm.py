@@ -11,22 +11,7 @@ os.environ["XLA_FLAGS"] = "--xla_backend_optimization_level=1"
 import jax
 
 jax.config.update("jax_enable_x64", True)
-import numpy as np
-
-from bnpjax.infer import run
+from reference._record import record
 from reference.fm import CASES
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "draws")
-
-for name, build in CASES.items():
-    algorithm, run_kwargs = build()
-    result = run(algorithm, **run_kwargs)
-    arrays = {
-        f"{group}/{variable}": np.asarray(value)
-        for group, values in result.trace.items()
-        for variable, value in values.items()
-    }
-    for field in result.final_state._fields:
-        arrays[f"final/{field}"] = np.asarray(getattr(result.final_state, field))
-    np.savez(os.path.join(OUT, f"{name}.npz"), **arrays)
-    print(name, sorted(arrays))
+record(CASES)

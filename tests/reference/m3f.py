@@ -3,7 +3,9 @@
 The recorded draws in ``draws/m3f.*.npz`` come from the code before the package split
 (commit d831a64, ``bnpjax/models/m3f.py``) with the same data, settings and keys: 3 chains
 of 2 warmup + 4 kept sweeps (``m3f.map``: 20 L-BFGS updates from ``jax.random.key(0)``).
-Both iPM3F cases start with a buffer of 2 columns and grow it during the run.
+Both iPM3F cases start with a buffer of 2 columns and grow it during the run. The two Gibbs
+M3F cases were recorded again from this code by ``_record_m3f_gibbs.py`` when the sweep gained
+the moves of ``bnpjax.models.m3f.scale`` (their draws changed on purpose).
 """
 
 import jax

@@ -3,7 +3,11 @@
 One sweep draws :math:`\\lambda \\mid U, V, \\theta`, then :math:`V` (with the item biases,
 as one block, when ``item_bias``), then :math:`U`, then the thresholds :math:`\\theta`, each
 an exact conditional of the augmented pseudo-posterior; the factor rows are drawn all at once
-by :mod:`bnpjax.models.m3f.linalg`.
+by :mod:`bnpjax.models.m3f.linalg`. Before them, Metropolis-Hastings moves of
+:mod:`bnpjax.models.m3f.scale` on the pseudo-posterior with :math:`\\lambda` integrated out
+rescale each user's factors with the thresholds, each item's factors, and all scores with all
+thresholds (not the items' with fixed items), then shift each threshold: given
+:math:`\\lambda`, the draws pin every score near its margin and the sweep alone crawls.
 
 References
 ----------
@@ -21,7 +25,7 @@ import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
 from bnpjax.infer.checks import check_integer
-from bnpjax.models.m3f import linalg
+from bnpjax.models.m3f import linalg, scale
 from bnpjax.models.m3f.conditionals import (
     _dims,
     _observed,
@@ -85,6 +89,22 @@ def _init(data, hyper, fixed, key, *, rank, num_users, num_items, init_scale, la
     return M3FState(U, V, theta, omega, bias)
 
 
+def _scale_moves(key, data, hyper, state, *, item_bias, fixed_items, lambda_rate):
+    """The moves of :mod:`bnpjax.models.m3f.scale` on ``(U, V, theta, c)``; the state's
+    augmentation is stale afterwards and is drawn next."""
+    key_u, key_v, key_a, key_t = jax.random.split(key, 4)
+    U, V, theta, bias = state.U, state.V, state.theta, state.bias
+    U, theta, _ = scale._scale_users(key_u, data, hyper, U, V, theta, bias, lambda_rate=lambda_rate)
+    if not fixed_items:
+        V, _ = scale._scale_items(key_v, data, hyper, U, V, theta, bias, lambda_rate=lambda_rate)
+        V, theta, bias, _ = scale._scale_all(
+            key_a, data, hyper, U, V, theta, bias, item_bias=item_bias, lambda_rate=lambda_rate
+        )
+    x = _scores(data, U, V) + bias[data.items]
+    theta, _ = scale._shift_thresholds(key_t, data, hyper, theta, x, lambda_rate=lambda_rate)
+    return state._replace(U=U, V=V, theta=theta, bias=bias)
+
+
 def _step(
     data,
     hyper,
@@ -98,6 +118,15 @@ def _step(
     lambda_rate=0.0,
 ):
     key_w, key_v, key_u, key_t = jax.random.split(key, 4)
+    state = _scale_moves(
+        jax.random.fold_in(key, 1),
+        data,
+        hyper,
+        state,
+        item_bias=item_bias,
+        fixed_items=fixed_items,
+        lambda_rate=lambda_rate,
+    )
     bias = state.bias
     x = _scores(data, state.U, state.V) + bias[data.items]
     omega = _sample_omega(key_w, data, hyper, state.theta, x, lambda_rate)
