@@ -23,7 +23,12 @@ SHORT = {
     "wmmsb_fb_uc": {"NUM_PASSES": 20, "NUM_DRAWS": 20},
     "m3f_movielens": {"RANK": 5, "NUM_WARMUP": 10, "NUM_SAMPLES": 10},
     "devices_and_gpu": {"NUM_SAMPLES": 20, "NUM_WARMUP": 10, "NUM_OBS": 40},
-    "numpyro_latent_features": {"NUM_OBS": 20, "NUM_SAMPLES": 20, "NUM_WARMUP": 20, "NUM_CHAINS": 1},
+    "numpyro_latent_features": {
+        "NUM_OBS": 20,
+        "NUM_SAMPLES": 20,
+        "NUM_WARMUP": 20,
+        "NUM_CHAINS": 1,
+    },
 }
 #: the real data a notebook reads, by notebook: (loader in bnpjax.datasets, its arguments)
 DATA = {
