@@ -42,7 +42,13 @@ def _cvb0(likelihood, zeros):
         Y, held = network(likelihood)
         data = wmmsb.make_data(Y, mask=~held, directed=True, likelihood=likelihood, zeros=zeros)
         algorithm = wmmsb.cvb0(
-            data, rank=2, likelihood=likelihood, store_gamma=zeros == "list", chunk=8
+            data,
+            rank=2,
+            likelihood=likelihood,
+            store_gamma=zeros == "list",
+            chunk=8,
+            # the update recorded (the MMSB's default became "solve" for issue 25, session 16)
+            node_update="pass",
         )
         return algorithm, dict(key=jax.random.key(4), num_steps=4, progress_bar=False)
 
