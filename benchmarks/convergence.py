@@ -20,6 +20,8 @@ The cases (``--cases`` picks some):
 * ``ibp_bars`` / ``ibp_bars_sm``: IBP linear-Gaussian model on bars (N = 100, D = 36),
   collapsed Gibbs / collapsed Gibbs with split-merge moves.
 * ``ibp_1000`` / ``ibp_1000_sm``: the same on N = 1000 bars images.
+* ``ibp_1000_parallel`` / ``ibp_10000_parallel``: the row-parallel sampler
+  (``ibp_lg.parallel_gibbs``) on N = 1000 and N = 10,000 bars images.
 * ``ilfm_nations``: ILFM on the nations relations (14 countries, 56 relations).
 * ``fm_ml100k``: FM regression, rank 10, ML-100K u1 (80,000 ratings, one-hot users and items).
 * ``m3f_ml100k`` / ``ipm3f_ml100k``: Gibbs M3F (rank 10) and Gibbs iPM3F, C = 0.1,
@@ -63,13 +65,15 @@ def _linreg():
     return linear_regression.gibbs(data), "synthetic 1000 x 10", (1000, 500)
 
 
-def _ibp(num_obs, split_merge):
+def _ibp(num_obs, split_merge, parallel=False):
     def build():
         from bnpjax.datasets import bars
         from bnpjax.models import ibp_lg
 
         data = ibp_lg.make_data(bars(0, num_obs=num_obs)["X"])
         factory = ibp_lg.split_merge if split_merge else ibp_lg.collapsed_gibbs
+        if parallel:
+            factory = ibp_lg.parallel_gibbs
         algorithm = factory(data, trace_features=False, pointwise_log_likelihood=False)
         sizes = (500, 500) if num_obs <= 100 else (200, 200)
         return algorithm, f"bars N={num_obs}, D=36", sizes
@@ -150,6 +154,8 @@ CASES = {
     "ibp_bars_sm": _ibp(100, True),
     "ibp_1000": _ibp(1000, False),
     "ibp_1000_sm": _ibp(1000, True),
+    "ibp_1000_parallel": _ibp(1000, False, parallel=True),
+    "ibp_10000_parallel": _ibp(10000, False, parallel=True),
     "ilfm_nations": _ilfm_nations,
     "fm_ml100k": _fm_ml100k,
     "m3f_ml100k": _m3f(False),
