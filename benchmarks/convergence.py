@@ -195,6 +195,8 @@ def measure(name, args):
         return None
     if args.quick:
         num_samples, num_warmup = 20, 10
+    elif args.sweeps:
+        num_warmup, num_samples = args.sweeps
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -252,6 +254,13 @@ def main(argv=None):
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a few sweeps per case")
+    parser.add_argument(
+        "--sweeps",
+        type=int,
+        nargs=2,
+        metavar=("WARMUP", "SAMPLES"),
+        help="warmup and kept sweeps per chain for every case (default: each case's own)",
+    )
     args = parser.parse_args(argv)
     names = args.cases.split(",")
     unknown = [n for n in names if n not in CASES]
