@@ -46,6 +46,7 @@ from bnpjax.models.wmmsb.likelihood import (
     _log_pred,
     _log_pred_zero,
     _log_theta,
+    _node_update,
     _solve_rows,
     _variational_output,
 )
@@ -302,8 +303,7 @@ def build_step(
     -------
     callable
     """
-    if node_update is None:
-        node_update = "solve" if likelihood == "bernoulli" else "pass"
+    node_update = _node_update(node_update, likelihood)
     return as_step(
         _step,
         likelihood=likelihood,
@@ -399,10 +399,7 @@ def cvb0(
             ymax = int(max_count)
         elif top <= 65536:
             ymax = 2 ** int(np.ceil(np.log2(max(top, 1.0))))  # rounded up: fewer recompiles
-    if node_update is None:
-        node_update = "solve" if likelihood == "bernoulli" else "pass"
-    if node_update not in ("pass", "solve"):
-        raise ValueError(f"node_update must be 'pass' or 'solve', got {node_update!r}")
+    node_update = _node_update(node_update, likelihood)
     static = dict(
         likelihood=likelihood, chunk=int(chunk), store=bool(store_gamma), ymax=ymax, init=init
     )

@@ -50,6 +50,7 @@ from bnpjax.models.wmmsb.likelihood import (
     _log_pred_zero,
     _log_theta,
     _mean_log_pred,
+    _node_update,
     _solve_rows,
     _variational_output,
 )
@@ -412,8 +413,7 @@ def build_step(
     schedule = _Schedule(tau, kappa) if schedule is None else schedule
     if valid is None:
         patience = 2**30
-    if node_update is None:
-        node_update = "solve" if likelihood == "bernoulli" else "pass"
+    node_update = _node_update(node_update, likelihood)
     if kappa_node is None:
         kappa_node = 0.0 if node_update == "solve" else 0.5
 
@@ -560,8 +560,7 @@ def scvb0(
         raise ValueError(f"batch must be at most the number of nodes {N}, got {batch}")
     _check_real("tau", tau, 1.0, np.inf, "a number >= 1 (rho_0 = tau**-kappa must be at most 1)")
     _check_real("kappa", kappa, 0.5, 1.0, "in [0.5, 1] (Robbins-Monro step-size exponent)")
-    if node_update is None:
-        node_update = "solve" if likelihood == "bernoulli" else "pass"
+    node_update = _node_update(node_update, likelihood)
     if kappa_node is None:
         kappa_node = 0.0 if node_update == "solve" else 0.5
     _check_real("kappa_node", kappa_node, 0.0, 1.0, "in [0, 1] (node step-size exponent)")
@@ -571,8 +570,6 @@ def scvb0(
     vpairs = _valid_pairs(valid, N, likelihood, data.y.dtype)
     if valid is None:
         patience = 2**30
-    if node_update not in ("pass", "solve"):
-        raise ValueError(f"node_update must be 'pass' or 'solve', got {node_update!r}")
     if init not in ("random", "assortative"):
         raise ValueError(f"init must be 'random' or 'assortative', got {init!r}")
     max_degree = max(1, min(links_per_node, int(np.max(np.diff(np.asarray(data.adj_ptr))))))
