@@ -25,6 +25,7 @@ from numpyro.infer import HMC, MCMC, NUTS, Gibbs, Predictive
 from numpyro.infer.util import log_likelihood
 
 from bnpjax.infer.ibp_gibbs import IBPGibbs
+from bnpjax.infer.ibp_split_merge import split_merge_log_proposal_ratio
 from bnpjax.priors.ibp import sample_buffet
 from bnpjax.priors.ibp_distribution import IndianBuffetProcess
 from bnpjax.testing import geweke_test
@@ -200,10 +201,27 @@ class RateNotOverN(IBPGibbs):
         return jnp.log(alpha)
 
 
-def rows_one_by_one(block):
-    """The block with births and deaths one row after another (the path for models whose
-    density does not split by rows and features)."""
-    return partial(block, births="rows")
+class SplitAllocationForgotten(IBPGibbs):
+    """Broken twin of the merges and splits: the probability of the split's allocation of the
+    holders left out of the ratio (as if every allocation were equally likely while each row
+    goes where its likelihood sends it). Merges are then accepted too often and splits too
+    rarely."""
+
+    @staticmethod
+    def _split_merge_log_ratio(merge, num_active, num_empty, log_q_alloc):
+        return split_merge_log_proposal_ratio(merge, num_active, num_empty, 0.0)
+
+
+def configured(name, block):
+    """The block as the GEWEKE entry ``name`` runs it: births and deaths one row after another
+    (``_rows``, the path for models whose density does not split by rows and features), with
+    the merges and splits (``_split_merge`` and ``_rows``), or without them (the other linked
+    entries: births and deaths alone, and a default run of each stays under 30 s)."""
+    if name.endswith("_rows"):
+        return partial(block, births="rows")
+    if name.endswith("_linked"):
+        return partial(block, split_merge=0)
+    return block
 
 
 LONG = os.environ.get("BNPJAX_LONG_TESTS") == "1"
@@ -221,7 +239,22 @@ GEWEKE = {
     # row at once (ibp_parallel: both models split by rows and features)
     "linear_gaussian_linked": (lg_model, lg_statistics, RateNotOverN, 0.08, ("Z", "A")),
     "poisson_linked": (poisson_model, poisson_statistics, ProposalRatioForgotten, 0.08, ("Z", "W")),
-    # ... and one row after another (births="rows")
+    # ... with merges and splits of features (the default)
+    "linear_gaussian_split_merge": (
+        lg_model,
+        lg_statistics,
+        SplitAllocationForgotten,
+        0.08,
+        ("Z", "A"),
+    ),
+    "poisson_split_merge": (
+        poisson_model,
+        poisson_statistics,
+        SplitAllocationForgotten,
+        0.08,
+        ("Z", "W"),
+    ),
+    # ... and one row after another (births="rows"; merges and splits on)
     "linear_gaussian_linked_rows": (
         lg_model,
         lg_statistics,
@@ -237,7 +270,7 @@ GEWEKE = {
         ("Z", "W"),
     ),
 }
-DEFAULT_GEWEKE = ("linear_gaussian_linked", "poisson_linked")
+DEFAULT_GEWEKE = ("linear_gaussian_linked", "poisson_linked", "linear_gaussian_split_merge")
 
 
 @pytest.mark.parametrize("broken", [False, True], ids=["correct", "broken"])
@@ -250,7 +283,7 @@ def test_geweke(name, broken):
     try:
         result = _geweke(
             model,
-            rows_one_by_one(block) if name.endswith("_rows") else block,
+            configured(name, block),
             statistics,
             step_size=step_size,
             sites=sites,
