@@ -16,6 +16,7 @@ from bnpjax.models import ilfm
 from bnpjax.models.ilfm.entity_scan import laplace_weights
 from bnpjax.models.ilfm.gibbs import _step
 from bnpjax.models.ilfm.joint import _logits, _offset, per_relation
+from bnpjax.models.ilfm.merge_split import merge_split_moves
 from bnpjax.testing import GewekeCase
 
 N, R, CAPACITY = 5, 2, 24
@@ -105,6 +106,30 @@ def broken_birth_gibbs(data, hyper, **settings):
     return algorithm._replace(step=broken_step)
 
 
+def _merge_split_without_weights(key, F, W, alpha, sigma_w, num_moves):
+    """The merge-split move with the copy's IBP prior factor left out of its ratio, as if a
+    copy were free because the likelihood does not change."""
+    return merge_split_moves(key, F, W, alpha, sigma_w, num_moves, correct=False)
+
+
+def broken_merge_split_gibbs(data, hyper, **settings):
+    """:func:`ilfm.gibbs` whose merge-split move omits the copy's IBP prior factor."""
+    algorithm = ilfm.gibbs(data, hyper, **settings)
+    moves = {k: settings[k] for k in ("kappa", "num_leapfrog", "weights", "likelihood",
+                                      "merge_split")}  # fmt: skip
+    step = bind(
+        _step, data, hyper, mode=settings.get("mode", "global"), adapt=False,
+        merge_split_move=_merge_split_without_weights, **moves,
+    )  # fmt: skip
+
+    def broken_step(key, state):
+        # copies multiply past the buffer (see broken_gibbs)
+        new, info = step(key, state)
+        return new, info._replace(capacity_exceeded=jnp.zeros_like(info.capacity_exceeded))
+
+    return algorithm._replace(step=broken_step)
+
+
 def _settings(weights, likelihood):
     # step_size: the log step size prior_sample puts in the state (the weight moves' scale)
     return dict(
@@ -156,5 +181,19 @@ CASES = [
         num_successive=4_000,
         broken_num_successive=1_000,
         seed=4,
+    ),
+    GewekeCase(  # the merge-split move of identical features, on top of every other move
+        name="ilfm.gibbs.merge_split",
+        module=ilfm.geweke,
+        factory=ilfm.gibbs,
+        data=_data(covariates=False),
+        hyper=HYPER,
+        settings={**_settings("hmc", "logit"), "merge_split": 3},
+        statistics=statistics,
+        broken_factory=broken_merge_split_gibbs,
+        num_marginal=20_000,
+        num_successive=4_000,
+        broken_num_successive=1_000,
+        seed=5,
     ),
 ]

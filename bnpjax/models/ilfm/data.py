@@ -107,6 +107,9 @@ class ILFMInfo(NamedTuple):
     births_deaths
         the number of accepted unique-feature moves that changed something (a birth, a
         death or new weights of an entity's own features) in the sweep.
+    merges_splits
+        the number of accepted moves that merged two identical features or split one
+        (:mod:`~bnpjax.models.ilfm.merge_split`) in the sweep.
     """
 
     lp: jax.Array
@@ -116,6 +119,7 @@ class ILFMInfo(NamedTuple):
     capacity_exceeded: jax.Array
     capacity_needed: jax.Array
     births_deaths: jax.Array = None
+    merges_splits: jax.Array = None
 
 
 @renamed_arguments(alpha="alpha_prior")

@@ -2,6 +2,8 @@ r"""The ILFM sampler: Gibbs and Metropolis-Hastings moves in one sweep.
 
 One step: (1-2) the entities in turn, Gibbs for the features others hold and a joint MH move
 for each entity's unique features and their weights (:mod:`~bnpjax.models.ilfm.entity_scan`);
+(2b) with ``merge_split > 0``, that many moves that merge two features held by the same
+entities or split one into two such copies (:mod:`~bnpjax.models.ilfm.merge_split`);
 (3) the weights, biases and covariate coefficients by HMC or random-walk MH
 (:mod:`~bnpjax.models.ilfm.weights`), whose step size is adapted during warmup only;
 (4) :math:`\alpha \mid F \sim \mathrm{Gamma}(a + K_+, b + H_N)`. ``mode="global"`` shares one
@@ -36,6 +38,7 @@ from bnpjax.models.ilfm.joint import (
     per_relation,
     pointwise_log_likelihood,
 )
+from bnpjax.models.ilfm.merge_split import merge_split_moves
 from bnpjax.models.ilfm.start import INIT_STRATEGIES, _block_weights, cluster_features
 from bnpjax.models.ilfm.weights import hmc, random_walk
 from bnpjax.priors import ibp
@@ -78,7 +81,7 @@ def _model_init(data, hyper, key, *, capacity, num_init_features, step_size, alp
 
 def _model_step(
     data, hyper, key, state, *, kappa, num_leapfrog, adapt, weights, likelihood,
-    new_feature_rate=ibp_rate, birth="laplace",
+    new_feature_rate=ibp_rate, birth="laplace", merge_split=0, merge_split_move=merge_split_moves,
 ):  # fmt: skip
     key_flip, key_birth, key_hmc, key_alpha = jax.random.split(key, 4)
     F, W = state.F, state.W
@@ -105,6 +108,13 @@ def _model_step(
     (F, W, _, exceeded, needed, takes, births), _ = jax.lax.scan(
         entity, carry, (jnp.arange(N), uniforms, keys)
     )
+    merges_splits = zero
+    if merge_split:  # its own key: the other moves' draws do not change with it
+        F, W, merges_splits, full = merge_split_move(
+            jax.random.fold_in(key, 7), F, W, state.alpha, hyper.sigma_w, merge_split
+        )
+        exceeded = exceeded | full
+        needed = jnp.maximum(needed, jnp.sum(F.sum(0) > 0).astype(jnp.int32) + full)
     if weights == "hmc":
         W, bias, beta, accept_prob = hmc(
             key_hmc, data, hyper, F, W, state.bias, state.beta, state.log_step_size,
@@ -131,6 +141,7 @@ def _model_step(
         capacity_exceeded=exceeded,
         capacity_needed=needed,
         births_deaths=births,
+        merges_splits=merges_splits,
     )
     return new, info
 
@@ -199,6 +210,7 @@ def _trace(data, hyper, observed, state, info, *, mode, likelihood):
             "acceptance_rate": jnp.mean(info.acceptance_rate),
             "birth_acceptance": jnp.mean(info.birth_acceptance),
             "births_deaths": jnp.sum(info.births_deaths),
+            "merges_splits": jnp.sum(info.merges_splits),
         }
     else:
         stats = {
@@ -206,6 +218,7 @@ def _trace(data, hyper, observed, state, info, *, mode, likelihood):
             "acceptance_rate": info.acceptance_rate,
             "birth_acceptance": info.birth_acceptance,
             "births_deaths": info.births_deaths,
+            "merges_splits": info.merges_splits,
             "step_size": jnp.exp(state.log_step_size),
         }
     out = {"posterior": posterior, "sample_stats": stats}
@@ -286,12 +299,13 @@ def build_step(
     mode: str = "global",
     adapt: bool = False,
     birth: str = "laplace",
+    merge_split: int = 0,
 ):
     """The sampler's transition (module docstring) for the given settings.
 
     Parameters
     ----------
-    kappa, num_leapfrog, weights, likelihood, mode, birth
+    kappa, num_leapfrog, weights, likelihood, mode, birth, merge_split
         as in :func:`gibbs`.
     adapt
         adapt the weight move's step size (warmup only: the kept chain uses ``False``).
@@ -305,6 +319,7 @@ def build_step(
     return bind(
         _public_step,
         birth=birth,
+        merge_split=check_integer(merge_split, "merge_split", 0),
         kappa=check_integer(kappa, "kappa"),
         num_leapfrog=check_integer(num_leapfrog, "num_leapfrog"),
         adapt=bool(adapt),
@@ -340,6 +355,7 @@ def gibbs(
     likelihood: str = "logit",
     pointwise_log_likelihood: bool = True,
     birth: str = "laplace",
+    merge_split: int = 0,
 ) -> SamplingAlgorithm:
     """The ILFM sampler as a kernel for :func:`bnpjax.sample`.
 
@@ -384,6 +400,13 @@ def gibbs(
         prior, as Miller et al. (2009). With many relations a feature carries many weights,
         prior draws almost never fit, and the number of features never changes (on nations,
         56 relations, no accepted birth or death in 4 x 200 sweeps); both are exact.
+    merge_split
+        moves per sweep that merge two features held by the same entities or split one into
+        two such copies (:mod:`~bnpjax.models.ilfm.merge_split`; 0: none). Copies of a
+        feature held by many entities are created and removed by the other moves only one
+        entity at a time, and chains keep or lack them for hundreds of sweeps; this move
+        jumps between the two without touching the likelihood, for about the cost of one
+        entity's update.
 
     Returns
     -------
@@ -402,6 +425,7 @@ def gibbs(
     capacity = check_integer(capacity, "capacity")
     kappa = check_integer(kappa, "kappa")
     num_leapfrog = check_integer(num_leapfrog, "num_leapfrog")
+    merge_split = check_integer(merge_split, "merge_split", 0)
     step_size = check_positive(step_size, "step_size")
     alpha = check_positive(alpha, "alpha")
     hyper = make_hyper() if hyper is None else hyper
@@ -430,10 +454,11 @@ def gibbs(
         observed_data=observed_data,
         constant_data=constant_data,
         settings={"kappa": kappa, "num_leapfrog": num_leapfrog, "mode": mode,
-                  "weights": weights, "likelihood": likelihood, "birth": birth},
+                  "weights": weights, "likelihood": likelihood, "birth": birth,
+                  "merge_split": merge_split},
     )  # fmt: skip
     moves = dict(kappa=kappa, num_leapfrog=num_leapfrog, weights=weights, likelihood=likelihood,
-                 birth=birth)  # fmt: skip
+                 birth=birth, merge_split=merge_split)  # fmt: skip
     start = dict(num_init_features=num_init_features, init_strategy=init_strategy,
                  step_size=step_size, alpha=alpha)  # fmt: skip
 
