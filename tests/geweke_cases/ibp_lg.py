@@ -5,10 +5,12 @@ broken twins. The collapsed sampler's twin: the same sweep of ``Z``, draw of ``A
 hyperparameter updates, except ``alpha | Z`` drawn from Gamma(a + K+, rate b + N): the
 harmonic number ``H_N`` of the IBP's rate written as ``N``. The parallel sampler's twin: the
 complement moves accepted without the IBP's ratio ``m / (N - m)`` (the move's likelihood is
-unchanged, so a developer may think it always accepted). The split-merge sampler's twin: the
-sequential allocation's probabilities left unnormalised in the proposal density (the
-``logsumexp`` of each row's three options forgotten); treating the allocation as a symmetric
-proposal, the slip first tried, moved the statistics by too few standard errors (7.0 in
+unchanged, so a developer may think it always accepted). The row-parallel sampler's feature
+moves (births, deaths, splits and merges, on by default) have a row of their own whose twin
+leaves the uniform pick among the ``K+`` columns out of the moves' ratios. The split-merge
+sampler's twin: the sequential allocation's probabilities left unnormalised in the proposal
+density (the ``logsumexp`` of each row's three options forgotten); treating the allocation as
+a symmetric proposal, the slip first tried, moved the statistics by too few standard errors (7.0 in
 float64, 4.6 in float32, against twice the threshold, 6.5), because the collapsed sweep
 after the moves undoes most of what they get wrong."""
 
@@ -123,6 +125,21 @@ def _broken_split_merge(data, hyper=None, **settings):
     return algorithm._replace(step=step_fn)
 
 
+def _broken_feature_moves(data, hyper=None, **settings):
+    flags = {"sample_alpha": True, "sample_offset": True, "sample_sigma_a": True,
+             "sample_sigma_x": True}  # fmt: skip
+    algorithm = ibp_lg.parallel_gibbs(data, hyper, **settings)
+    step_fn = bind(
+        _kernel._step,
+        data,
+        hyper,
+        step_fn=_parallel._Step(_parallel.NUM_MOVES, slip="pick"),
+        kappa=settings["kappa"],
+        flags=tuple(sorted(flags.items())),
+    )
+    return algorithm._replace(step=step_fn)
+
+
 def _split_merge_factory(data, hyper=None, **settings):
     return ibp_lg.split_merge(data, hyper, num_moves=SPLIT_MERGE_MOVES, **settings)
 
@@ -159,6 +176,24 @@ CASES.append(
         broken_factory=_broken_split_merge,
         num_successive=6000,
         seed=5,
+    )
+)
+
+# the row-parallel sampler's feature moves (birth, death, split, merge; on by default, so
+# the row above runs them too) against a twin that leaves the uniform pick among the K+
+# columns out of their ratios
+CASES.append(
+    GewekeCase(
+        name="ibp_lg.parallel_gibbs.feature_moves",
+        module=geweke,
+        factory=ibp_lg.parallel_gibbs,
+        data=BASE,
+        hyper=HYPER,
+        settings=SETTINGS,
+        statistics=statistics,
+        broken_factory=_broken_feature_moves,
+        num_successive=6000,
+        seed=6,
     )
 )
 
