@@ -11,8 +11,12 @@ per-feature arrays of nonparametric models are left out because their labels swi
 Printed per case: the largest split R-hat and the variable it belongs to, the smallest bulk
 or tail ESS and its variable, the sampling seconds (compile excluded) and ESS per second, and
 the sweep after which every R-hat is below 1.01 (R-hat recomputed on the first 10%, 20%, ...
-of the kept draws; ``never`` when even the whole run is above), with the wall seconds that
-takes. A final table in Markdown, for docs/benchmarks.md.
+of the kept draws; ``never`` when even the whole run is above), with the seconds of sampling
+that takes and the wall seconds with compilation and the start. For the IBP cases the bulk
+ESS per second of K+, and with ``--reference`` the same for the NumPy reference of the
+collapsed sweep (``benchmarks/ibp_reference.py``, PyIBP's; PyIBP itself is not on the
+package index) on the same data, chains and sweeps, and the ratio. A final table in
+Markdown, for docs/benchmarks.md.
 
 The cases (``--cases`` picks some):
 
@@ -21,7 +25,8 @@ The cases (``--cases`` picks some):
   collapsed Gibbs / collapsed Gibbs with split-merge moves.
 * ``ibp_1000`` / ``ibp_1000_sm``: the same on N = 1000 bars images.
 * ``ibp_1000_parallel`` / ``ibp_10000_parallel``: the row-parallel sampler
-  (``ibp_lg.parallel_gibbs``) on N = 1000 and N = 10,000 bars images.
+  (``ibp_lg.parallel_gibbs``, with its feature moves and warm start) on N = 1000 and
+  N = 10,000 bars images.
 * ``ilfm_nations``: ILFM on the nations relations (14 countries, 56 relations).
 * ``fm_ml100k``: FM regression, rank 10, ML-100K u1 (80,000 ratings, one-hot users and items).
 * ``m3f_ml100k`` / ``ipm3f_ml100k``: Gibbs M3F (rank 10) and Gibbs iPM3F, C = 0.1,
@@ -38,6 +43,7 @@ timed::
     BNPJAX_DATA=/path/to/data python benchmarks/convergence.py
     python benchmarks/convergence.py --cases linreg,ibp_bars,ibp_bars_sm --chains 4
     python benchmarks/convergence.py --quick       # smoke test: a few sweeps per case
+    python benchmarks/convergence.py --cases ibp_1000 --reference   # against PyIBP's sweep
 """
 
 from __future__ import annotations
@@ -227,7 +233,12 @@ def measure(name, args):
         settled = "never"
     else:
         sweeps = num_warmup + round(after * num_samples)
-        settled = f"{sweeps} sweeps ({warmup + after * sampling:.0f} s)"
+        # with compilation and the start: the wall time a user waits for a converged run
+        startup = timings.get("compile_s", 0.0) + timings.get("init_s", 0.0)
+        settled = (
+            f"{sweeps} sweeps ({warmup + after * sampling:.0f} s; "
+            f"{startup + warmup + after * sampling:.0f} s wall)"
+        )
     row = {
         "case": name,
         "data": label,

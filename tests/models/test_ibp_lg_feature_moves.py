@@ -1,6 +1,7 @@
 """The feature moves of the linear-Gaussian IBP model (birth, death, split and merge with
 independent proposals, ``A`` integrated out) leave the exact posterior of an enumerable buffer
-invariant, and a twin that forgets the uniform choice among the columns does not; a birth
+invariant, and twins that forget the uniform choice among the columns or the split's proposal
+density do not; a birth
 that finds the buffer full asks the driver to grow it; the row-parallel sampler's warm start
 and moves are switched off by zero."""
 
@@ -35,11 +36,12 @@ def law():
     return _exact_law()
 
 
-@pytest.mark.parametrize("slip", ["", "pick"], ids=["exact", "broken"])
+@pytest.mark.parametrize("slip", ["", "pick", "proposal"], ids=["exact", "no-pick", "no-q"])
 def test_moves_keep_the_exact_law_of_a_small_buffer(law, slip):
     # independent draws from the exact law, a few moves each: the law after the moves must be
-    # the same (z-scores of the statistics' means, their sd from the exact law); a twin that
-    # leaves the uniform pick among the K+ columns out of the ratios is not
+    # the same (z-scores of the statistics' means, their sd from the exact law); twins that
+    # leave the uniform pick among the K+ columns, or the split's proposal density, out of
+    # the ratios are not
     Zs, probs = law
     rng = np.random.default_rng(0)
     codes = rng.choice(len(probs), size=NUM_STATES, p=probs)

@@ -68,9 +68,10 @@ from bnpjax.models.ibp_lg.data import IBPLGState
 
 __all__ = ["feature_moves"]
 
-#: the broken twin's slip (tests only): "pick", the uniform choice among the ``K+`` columns
-#: left out of the ratios (the ``1 / (K+ + 1)`` of the birth's and the split's)
-_SLIPS = ("", "pick")
+#: the broken twins' slips (tests only): "pick", the uniform choice among the ``K+`` columns
+#: left out of the ratios (the ``1 / (K+ + 1)`` of the birth's and the split's); "proposal",
+#: the split's proposal density ``q`` left out of its ratio
+_SLIPS = ("", "pick", "proposal")
 
 
 def _log_marginal(G, B, sigma_x2, ratio, D):
@@ -151,7 +152,7 @@ def _one_move(key, carry, X, alpha, sigma_x2, ratio, slip):
         + _log_f(safe(m_a, 1.0), N)
         + _log_f(safe(m_b, 1.0), N)
         - _log_f(safe(m_big, 1.0), N)
-        - _log_beta_bernoulli(m_b, m_big)
+        - (0.0 if slip == "proposal" else _log_beta_bernoulli(m_b, m_big))
     )
     log_r = jnp.where(kind <= 1, log_birth, log_split) - pick
     log_r = jnp.where(grow, log_r, -log_r) + log_ml_new - log_ml
