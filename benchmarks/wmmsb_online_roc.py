@@ -147,7 +147,6 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
             kappa_node=args.kappa_node,
             node_update=args.node_update,
             init="assortative" if args.init == "best" else args.init,
-            burn_in=args.burn_in,
         )
         N = int(data.degree.shape[0])
         steps = args.steps or max(1, round(args.passes * N / args.batch))
@@ -239,9 +238,6 @@ def main(argv=None):
         "start's block statistics too slowly: moreno_names 10%% AUC 0.730 against 0.770)",
     )
     parser.add_argument("--kappa", type=float, default=0.5)
-    parser.add_argument(
-        "--burn-in", type=int, default=0, help="SCVB0: re-estimates of a drawn row per visit"
-    )
     parser.add_argument(
         "--kappa-node", type=float, default=0.0, help="node rows: rho = (1 + visits)^-kappa"
     )

@@ -262,6 +262,18 @@ def test_node_update_and_init_are_checked():
         wmmsb.scvb0(data, hyper, batch=2, init="kmeans")
 
 
+def test_the_even_start_has_cvb0s_assortative_block_statistics():
+    """init="even": every block the same share of the pairs, the within-community ones 10
+    times the links' share of the others (cvb0's assortative start in expectation)."""
+    data = wmmsb.make_network(6, [0, 1, 2], [1, 2, 3], [1, 2, 1], directed=True, zeros="none")
+    hyper = wmmsb.make_hyper(3, likelihood="bg")
+    state = wmmsb.scvb0(data, hyper, batch=2, init="even").init(jax.random.key(0))
+    n_phi, rate = np.asarray(state.n_phi), np.asarray(state.n_y / state.n_phi)
+    np.testing.assert_allclose(n_phi, n_phi[0, 0], rtol=1e-6)
+    np.testing.assert_allclose(rate / rate[0, 1], 1 + 9 * np.eye(3), rtol=1e-6)
+    assert float(n_phi.sum()) == pytest.approx(float(data.w.sum() + data.num_zeros), rel=1e-6)
+
+
 def test_the_mmsb_default_node_update_finds_structure_where_a_pass_does_not():
     """The MMSB's default node update ("solve") on a sparse planted network (800 nodes, 4
     blocks, mean degree 10, 80% of the links within a block, 60 CVB0 passes): held-out AUC

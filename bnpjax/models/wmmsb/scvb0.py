@@ -207,7 +207,6 @@ def _step(
     tol,
     search_steps=31,
     node_update="pass",
-    burn_in=0,
 ):
     dtype = data.y.dtype
     N = _num_nodes(data)
@@ -215,34 +214,26 @@ def _step(
     # a conditional over the carried (N, K) rows made XLA copy them, O(N K) a step)
     live = ~state.done
     nodes = _epoch_nodes(state.seed, state.t, N, batch)
-    minibatch = dict(
-        likelihood=likelihood, draws=draws, max_degree=max_degree, search_steps=search_steps
+    n_y_hat, n_phi_hat, link_roles, zero_roles = _minibatch(
+        data,
+        hyper,
+        state,
+        key,
+        nodes,
+        likelihood=likelihood,
+        draws=draws,
+        max_degree=max_degree,
+        search_steps=search_steps,
     )
-
-    def estimate(rows):
-        """The minibatch's block estimates and the drawn nodes' new rows, given their rows."""
-        current = state
-        if rows is not old:  # burnt-in rows
-            current = state._replace(n_node=state.n_node.at[nodes].set(rows, unique_indices=True))
-        n_y_hat, n_phi_hat, link_roles, zero_roles = _minibatch(
-            data, hyper, current, key, nodes, **minibatch
-        )
-        if node_update == "solve":
-            theta = jnp.exp(_log_theta(rows, hyper.alpha))
-            zero_factor = zero_roles / theta
-            row_hat = _solve_rows(link_roles, zero_factor, zero_roles.sum(-1), hyper.alpha)
-        else:
-            row_hat = link_roles + zero_roles
-        return n_y_hat, n_phi_hat, row_hat.astype(dtype)
-
-    old = state.n_node[nodes]
-    rows = old
-    for _ in range(burn_in):  # the drawn rows re-estimated on the same pairs, blocks held
-        rows = estimate(rows)[2]
-    n_y_hat, n_phi_hat, row_hat = estimate(rows)
     rho = jnp.where(live, jnp.asarray(schedule(state.t), dtype), 0.0)
     n_y = (1 - rho) * state.n_y + rho * n_y_hat
     n_phi = (1 - rho) * state.n_phi + rho * n_phi_hat
+    old = state.n_node[nodes]
+    if node_update == "solve":
+        theta = jnp.exp(_log_theta(old, hyper.alpha))
+        row_hat = _solve_rows(link_roles, zero_roles / theta, zero_roles.sum(-1), hyper.alpha)
+    else:
+        row_hat = link_roles + zero_roles
     rho_n = (1.0 + state.visits[nodes]) ** (-kappa_node)
     rows = jnp.where(live, (1 - rho_n[:, None]) * old + rho_n[:, None] * row_hat, old)
     r, p = state.r, state.p
@@ -410,7 +401,6 @@ def build_step(
     tol: float = 1e-4,
     node_update: str | None = None,
     search_steps: int = 31,
-    burn_in: int = 0,
 ):
     """The stochastic CVB0 update ``step(key, state, data, hyper) -> (state, info)``.
 
@@ -446,7 +436,6 @@ def build_step(
         tol=tol,
         node_update=node_update,
         search_steps=search_steps,
-        burn_in=int(burn_in),
     )
 
 
@@ -477,7 +466,6 @@ def scvb0(
     node_update: str | None = None,
     init: str = "assortative",
     pointwise_log_likelihood: bool | None = None,
-    burn_in: int = 0,
 ) -> VariationalAlgorithm:
     r"""Stochastic CVB0 as a variational algorithm.
 
@@ -551,10 +539,6 @@ def scvb0(
         Store the pointwise log-likelihood of the observed pairs under every draw (default:
         on up to 20000 observed pairs; the zeros of ``zeros="none"`` data are not listed, so
         only the explicit pairs are).
-    burn_in : int
-        Burn-in per node (Foulds et al. 2013): each drawn node's row is re-estimated this
-        many times on the step's pairs, the blocks held, before the block estimate is
-        taken from the rows so found (a step costs ``burn_in + 1`` minibatch passes).
 
     Returns
     -------
@@ -590,7 +574,6 @@ def scvb0(
     vpairs = _valid_pairs(valid, N, likelihood, data.y.dtype)
     if valid is None:
         patience = 2**30
-    check_integer(burn_in, "burn_in", 0)
     if init not in ("random", "assortative", "even"):
         raise ValueError(f"init must be 'random', 'assortative' or 'even', got {init!r}")
     max_degree = max(1, min(links_per_node, int(np.max(np.diff(np.asarray(data.adj_ptr))))))
@@ -607,7 +590,6 @@ def scvb0(
         tol=float(tol),
         search_steps=_search_steps(data),
         node_update=node_update,
-        burn_in=int(burn_in),
     )
     sample, spec = _variational_output(
         data,
