@@ -37,7 +37,8 @@ moves), is in :mod:`bnpjax.infer.ibp_moves`; in short, one sweep per IBP site is
      (the parameters kept, or summed so that rows holding both keep ``Z @ A``) or split one
      in two, the reverse (:mod:`bnpjax.infer.ibp_split_merge`): the way out of modes that
      hold one feature as two copies held by disjoint rows, or as two parts held by the same
-     rows.
+     rows; as many reallocations shear one feature's parameters by a multiple of another's and
+     send the rows of both where their likelihood puts them (two features in another basis).
    * **without** (``["Z"]`` only): Meeds et al. (2007)'s Metropolis-Hastings move that removes
      a row's singleton features and proposes ``Poisson(alpha / N)`` new ones in empty columns,
      accepted by the likelihood ratio. A new feature's parameters are then the values another
@@ -160,23 +161,24 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
         slowly in many dimensions (a birth must pay for a whole new parameter row with one
         row's data). This replaces the initial value NumPyro gives the site (its prior draw or
         ``init_params``); ``None`` keeps that value. During warmup a chain whose ``K_+`` is 0
-        at every 50th step of the first two thirds restarts from such a buffer: with no
-        feature, a birth must pay for a whole parameter row with one row's data, and the
-        prior scale of the parameters (drawn by another block given the empty columns' prior
-        draws) drifts as a random walk, so a chain can stay at ``K_+ = 0`` for thousands of
-        sweeps where the posterior puts no mass. Not a move of the posterior: warmup only,
-        like NumPyro's step-size adaptation.
+        at a 25th step (but the last) restarts from such a buffer: with no feature, a birth
+        must pay for a whole parameter row with one row's data, and the prior scale of the
+        parameters (drawn by another block given the empty columns' prior draws) drifts as a
+        random walk, so a chain can stay at ``K_+ = 0`` for thousands of sweeps where the
+        posterior puts no mass. Not a move of the posterior: warmup only, like NumPyro's
+        step-size adaptation.
     births
         ``"auto"`` (default): births and deaths of features with parameters move every row at
         once when the model's density splits by rows and by features
         (:mod:`bnpjax.infer.ibp_parallel`, checked at ``init``); ``"rows"``: one row after
         another (:func:`bnpjax.infer.ibp_moves.birth_death_pass`). Both are exact.
     split_merge
-        Merge or split proposals per sweep for an IBP site with feature parameters whose rows
-        are conditionally independent (default 5; 0: none): two features joined into one,
-        their parameters kept or summed, and the reverse
-        (:mod:`bnpjax.infer.ibp_split_merge`, which says why it is exact). They let the chain
-        leave modes that hold one feature as two.
+        Merge or split proposals per sweep, and as many pair reallocations, for an IBP site
+        with feature parameters whose rows are conditionally independent (default 5; 0:
+        none): two features joined into one, their parameters kept or summed, and the
+        reverse; one feature's parameters sheared by a multiple of another's with the rows of
+        both reallocated (:mod:`bnpjax.infer.ibp_split_merge`, which says why each is exact).
+        They let the chain leave modes that hold one feature as two, or two in another basis.
 
     Use it as ``Gibbs([(IBPGibbs(model), ["Z", "A"]), (NUTS(model), None)])`` (several IBP
     sites may be listed, or given to several blocks); alone it samples a model whose only
@@ -463,7 +465,7 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
             # warmup only (not a move of the posterior): a chain that lost every feature
             # restarts from init's buffer (class docstring, init_features)
             key_existing, key_restart = jax.random.split(key_existing)
-            restart = (step < (2 * self._num_warmup) // 3) & (step % 50 == 49) & ~jnp.any(Z > 0)
+            restart = (step < self._num_warmup - 25) & (step % 25 == 24) & ~jnp.any(Z > 0)
             start = ibp_moves.starting_features(key_restart, Z.shape, self._init_features)
             Z = jnp.where(restart, start, Z)
         if plan.axes is not None:
@@ -552,7 +554,7 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
                 moved = {**values, name: Zm, **linked.unpack(U)}
                 return self._row_log_lik(name, moved, model_args, model_kwargs)
 
-            Z, U, short_merge = ibp_split_merge.split_merge_pass(
+            Z, U, short_merge = ibp_split_merge.pair_moves(
                 key_merge,
                 Z,
                 U,
@@ -560,7 +562,7 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
                 target,
                 row_target,
                 num_proposals=self._split_merge,
-                log_proposal_ratio=self._split_merge_log_ratio,
+                log_ratios=(self._split_merge_log_ratio, self._reallocation_log_ratio),
             )
             short = short | short_merge
             if columns is not None:
@@ -584,6 +586,7 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
     _proposal_log_ratio = staticmethod(ibp_moves.proposal_log_ratio)
     _new_feature_log_rate = staticmethod(ibp_parallel.new_feature_log_rate)
     _split_merge_log_ratio = staticmethod(ibp_split_merge.split_merge_log_proposal_ratio)
+    _reallocation_log_ratio = staticmethod(ibp_split_merge.reallocation_log_proposal_ratio)
 
     def sample(self, state, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs

@@ -7,7 +7,10 @@ disjoint rows (a row must hold both, or neither, on its way from one to the othe
 features held by the same rows whose parameters only their sum pins down (``Z @ A`` sees
 ``A_k + A_j``; the difference drifts with the prior, e.g. to large cancelling values under a
 large ``sigma_a``, and ``sigma_a`` follows). A merge proposes the whole change at once, and a
-split is its reverse.
+split is its reverse. A third kind of state holds the right features in another basis (``T +
+L/2`` and ``L/2 - T`` for two features ``T`` and ``L``, each row holding the combination that
+fits it least badly): :func:`reallocation_pass` shears one feature's parameters by a multiple
+of the other's and reallocates the rows that hold either (below).
 
 The moves, on the block's target (the buffer law of ``Z`` of :mod:`bnpjax.infer.ibp_moves`
 times the model's density of everything else, the feature parameters ``U`` one row per column
@@ -78,7 +81,15 @@ import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import gammaln
 
-__all__ = ["buffer_log_prior", "split_merge_log_proposal_ratio", "split_merge_pass"]
+__all__ = [
+    "SHEARS",
+    "buffer_log_prior",
+    "pair_moves",
+    "reallocation_log_proposal_ratio",
+    "reallocation_pass",
+    "split_merge_log_proposal_ratio",
+    "split_merge_pass",
+]
 
 
 def buffer_log_prior(Z, alpha):
@@ -117,6 +128,11 @@ def _options(Z, k, j, holders):
     in_k = jnp.array([1.0, 0.0, 1.0])[:, None] * holders
     in_j = jnp.array([0.0, 1.0, 1.0])[:, None] * holders
     return jax.vmap(lambda a, b: Z.at[:, k].set(a).at[:, j].set(b))(in_k, in_j)
+
+
+def _target_log_ratio(ll_new, ll, Z_new, Z, alpha):
+    """The log ratio of the block's target: the model's terms and the IBP buffer law."""
+    return ll_new - ll + buffer_log_prior(Z_new, alpha) - buffer_log_prior(Z, alpha)
 
 
 def _pick(key, mask):
@@ -178,12 +194,8 @@ def split_merge_pass(
         Z_new = jnp.where(merge, Z_merged, Z_split)
         U_new = jnp.where(merge, U_merged, U_split)
         ll_new = target(Z_new, U_new)
-        log_ratio = (
-            ll_new
-            - ll
-            + buffer_log_prior(Z_new, alpha)
-            - buffer_log_prior(Z, alpha)
-            + log_proposal_ratio(merge, a, e, log_q)
+        log_ratio = _target_log_ratio(ll_new, ll, Z_new, Z, alpha) + log_proposal_ratio(
+            merge, a, e, log_q
         )
         valid = possible & (merge | both_held)
         accept = valid & (jnp.log(jax.random.uniform(k_acc)) < log_ratio)
@@ -196,4 +208,129 @@ def split_merge_pass(
 
     keys = jax.random.split(key, num_proposals)
     (Z, U, _, short), _ = lax.scan(propose, (Z, U, target(Z, U), jnp.zeros((), bool)), keys)
+    return Z, U, short
+
+
+SHEARS = (-1.0, -0.5, 0.0, 0.5, 1.0)
+
+
+def reallocation_log_proposal_ratio(log_q_reverse, log_q_forward):
+    """``log q_reverse - log q_forward`` of :func:`reallocation_pass`'s allocations; kept as a
+    function so that a test can break it."""
+    return log_q_reverse - log_q_forward
+
+
+def _allocation_log_p(row_target, Z, U, k, j, held):
+    """``(N, 3)``: each row's log probability of ``k`` only, ``j`` only, both, in proportion to
+    its likelihood with every row of ``held`` so placed (rows conditionally independent)."""
+    ll = jax.vmap(lambda Zo: row_target(Zo, U))(_options(Z, k, j, held))
+    return jax.nn.log_softmax(ll.T, axis=1)
+
+
+def reallocation_pass(
+    key,
+    Z,
+    U,
+    alpha,
+    target: Callable,
+    row_target: Callable,
+    *,
+    num_proposals: int,
+    log_proposal_ratio=reallocation_log_proposal_ratio,
+):
+    r"""``num_proposals`` joint moves of two active features in turn: a shear of their
+    parameters and a new allocation of the rows that hold either.
+
+    Pick an ordered pair ``(k, j)`` of distinct active columns uniformly and ``c`` uniformly
+    from :data:`SHEARS` (symmetric: ``-c`` as likely as ``c``). Propose ``U_k' = U_k + c U_j``
+    (a shear, Jacobian 1) and, for every row ``n`` of ``H`` (the rows holding ``k`` or ``j``),
+    ``k`` only, ``j`` only or both, drawn independently from ``p'_n(o) \propto \exp
+    \ell_n(o)`` at the new parameters (three model evaluations). ``H`` and the number of
+    active columns are unchanged (a proposal that empties ``k`` or ``j`` is rejected), so the
+    reverse move is the same pair with ``-c``, whose allocation probabilities ``p_n`` are
+    those at the current parameters; the Metropolis-Hastings log ratio is
+
+    .. math::
+
+        \Delta\log\pi(Z) + \Delta\,\mathrm{target}
+            + \sum_{n \in H} \left(\log p_n(o_n) - \log p'_n(o'_n)\right).
+
+    ``c = 0`` moves rows between two features with their parameters fixed (two copies of one
+    feature held by disjoint rows); ``c = \pm 1/2, \pm 1`` turn a pair that spans the right
+    features in another basis (``T + L/2`` and ``L/2 - T`` for features ``T`` and ``L``) into
+    it, a step at a time. Seven model evaluations per proposal. Returns ``(Z, U)``."""
+    num_rows, num_cols = Z.shape
+    shears = jnp.asarray(SHEARS, U.dtype)
+
+    def propose(carry, key):
+        Z, U, ll = carry
+        k_k, k_j, k_c, k_opt, k_acc = jax.random.split(key, 5)
+        active = jnp.sum(Z, 0) > 0
+        k = _pick(k_k, active)
+        j = _pick(k_j, active & (jnp.arange(num_cols) != k))
+        c = shears[jax.random.randint(k_c, (), 0, len(SHEARS))]
+        z_k, z_j = Z[:, k], Z[:, j]
+        held = jnp.maximum(z_k, z_j)
+        U_new = U.at[k].add(c * U[j])
+        log_p_new = _allocation_log_p(row_target, Z, U_new, k, j, held)
+        log_p_old = _allocation_log_p(row_target, Z, U, k, j, held)
+        option = jax.random.categorical(k_opt, log_p_new)
+        old = jnp.where(z_j > 0, jnp.where(z_k > 0, 2, 1), 0)
+        rows = jnp.arange(num_rows)
+        Z_new = jnp.where(held[:, None] > 0, _options(Z, k, j, held)[option, rows], Z)
+        log_q_forward = jnp.sum(held * log_p_new[rows, option])
+        log_q_reverse = jnp.sum(held * log_p_old[rows, old])
+        ll_new = target(Z_new, U_new)
+        log_ratio = _target_log_ratio(ll_new, ll, Z_new, Z, alpha) + log_proposal_ratio(
+            log_q_reverse, log_q_forward
+        )
+        valid = (jnp.sum(active) >= 2) & jnp.any(Z_new[:, k] > 0) & jnp.any(Z_new[:, j] > 0)
+        accept = valid & (jnp.log(jax.random.uniform(k_acc)) < log_ratio)
+        return (
+            jnp.where(accept, Z_new, Z),
+            jnp.where(accept, U_new, U),
+            jnp.where(accept, ll_new, ll),
+        ), accept
+
+    keys = jax.random.split(key, num_proposals)
+    (Z, U, _), _ = lax.scan(propose, (Z, U, target(Z, U)), keys)
+    return Z, U
+
+
+def pair_moves(
+    key,
+    Z,
+    U,
+    alpha,
+    target: Callable,
+    row_target: Callable,
+    *,
+    num_proposals: int,
+    log_ratios=(split_merge_log_proposal_ratio, reallocation_log_proposal_ratio),
+):
+    """:func:`split_merge_pass`, then :func:`reallocation_pass`, each with ``num_proposals``
+    proposals (each exact on its own, so in sequence too): what
+    :class:`bnpjax.infer.IBPGibbs` runs after births and deaths. ``log_ratios``: the two
+    passes' proposal-ratio functions. Returns ``(Z, U, wanted_more_room)``."""
+    key_merge, key_pair = jax.random.split(key)
+    Z, U, short = split_merge_pass(
+        key_merge,
+        Z,
+        U,
+        alpha,
+        target,
+        row_target,
+        num_proposals=num_proposals,
+        log_proposal_ratio=log_ratios[0],
+    )
+    Z, U = reallocation_pass(
+        key_pair,
+        Z,
+        U,
+        alpha,
+        target,
+        row_target,
+        num_proposals=num_proposals,
+        log_proposal_ratio=log_ratios[1],
+    )
     return Z, U, short

@@ -63,23 +63,27 @@ def _rate_alpha(alpha, num_entities):
     return alpha
 
 
-def broken_gibbs(data, hyper, **settings):
-    """:func:`ilfm.gibbs` with new features proposed at rate alpha instead of alpha / N."""
+def _broken(data, hyper, settings, **slip):
+    """:func:`ilfm.gibbs` with its step built with ``slip`` (a private keyword of the step)."""
     algorithm = ilfm.gibbs(data, hyper, **settings)
-    moves = {k: settings[k] for k in ("kappa", "num_leapfrog", "weights", "likelihood")}
+    names = ("kappa", "num_leapfrog", "weights", "likelihood", "merge_split")
+    moves = {k: settings[k] for k in names if k in settings}
     mode = settings.get("mode", "global")
-    broken_step = bind(
-        _step, data, hyper, mode=mode, adapt=False, new_feature_rate=_rate_alpha, **moves
-    )
+    broken_step = bind(_step, data, hyper, mode=mode, adapt=False, **slip, **moves)
 
     def step(key, state):
-        # the slip makes K+ (and alpha with it) run away past any fixed buffer; births that
-        # do not fit are rejected, and reporting no overflow lets the harness compare the
-        # statistics instead of stopping at the first overflow
+        # every slip below makes K+ (and alpha with it) run away past any fixed buffer;
+        # births that do not fit are rejected, and reporting no overflow lets the harness
+        # compare the statistics instead of stopping at the first overflow
         new, info = broken_step(key, state)
         return new, info._replace(capacity_exceeded=jnp.zeros_like(info.capacity_exceeded))
 
     return algorithm._replace(step=step)
+
+
+def broken_gibbs(data, hyper, **settings):
+    """:func:`ilfm.gibbs` with new features proposed at rate alpha instead of alpha / N."""
+    return _broken(data, hyper, settings, new_feature_rate=_rate_alpha)
 
 
 def _uncorrected_laplace(*args, **kwargs):
@@ -91,22 +95,10 @@ def _uncorrected_laplace(*args, **kwargs):
 def broken_birth_gibbs(data, hyper, **settings):
     """:func:`ilfm.gibbs` whose new-feature weights come from Laplace fits but whose MH ratio
     omits the proposal's densities."""
-    algorithm = ilfm.gibbs(data, hyper, **settings)
-    moves = {k: settings[k] for k in ("kappa", "num_leapfrog", "weights", "likelihood")}
-    step = bind(
-        _step, data, hyper, mode=settings.get("mode", "global"), adapt=False,
-        birth=_uncorrected_laplace, **moves,
-    )  # fmt: skip
-
-    def broken_step(key, state):
-        # the slip inflates K+ past the buffer too (see broken_gibbs)
-        new, info = step(key, state)
-        return new, info._replace(capacity_exceeded=jnp.zeros_like(info.capacity_exceeded))
-
-    return algorithm._replace(step=broken_step)
+    return _broken(data, hyper, settings, birth=_uncorrected_laplace)
 
 
-def _merge_split_without_weights(key, F, W, alpha, sigma_w, num_moves):
+def _merge_split_without_ibp(key, F, W, alpha, sigma_w, num_moves):
     """The merge-split move with the copy's IBP prior factor left out of its ratio, as if a
     copy were free because the likelihood does not change."""
     return merge_split_moves(key, F, W, alpha, sigma_w, num_moves, correct=False)
@@ -114,20 +106,7 @@ def _merge_split_without_weights(key, F, W, alpha, sigma_w, num_moves):
 
 def broken_merge_split_gibbs(data, hyper, **settings):
     """:func:`ilfm.gibbs` whose merge-split move omits the copy's IBP prior factor."""
-    algorithm = ilfm.gibbs(data, hyper, **settings)
-    moves = {k: settings[k] for k in ("kappa", "num_leapfrog", "weights", "likelihood",
-                                      "merge_split")}  # fmt: skip
-    step = bind(
-        _step, data, hyper, mode=settings.get("mode", "global"), adapt=False,
-        merge_split_move=_merge_split_without_weights, **moves,
-    )  # fmt: skip
-
-    def broken_step(key, state):
-        # copies multiply past the buffer (see broken_gibbs)
-        new, info = step(key, state)
-        return new, info._replace(capacity_exceeded=jnp.zeros_like(info.capacity_exceeded))
-
-    return algorithm._replace(step=broken_step)
+    return _broken(data, hyper, settings, merge_split_move=_merge_split_without_ibp)
 
 
 def _settings(weights, likelihood):

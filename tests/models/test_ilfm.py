@@ -245,3 +245,35 @@ def test_levels_match_the_factory():
     new, info = step(jax.random.key(1), state, data, hyper)
     expected, expected_info = algorithm.step(jax.random.key(1), state)
     jax.tree.map(np.testing.assert_allclose, (new, info), (expected, expected_info))
+
+
+def test_merge_split_keeps_every_logit_and_only_merges_identical_features():
+    """The merge-split move changes no logit (identical features enter the links only through
+    their summed weights), leaves no weight outside the active block, and changes K+ by one
+    when accepted. Its Geweke row is ilfm.gibbs.merge_split."""
+    from bnpjax.models.ilfm.joint import _logits
+    from bnpjax.models.ilfm.merge_split import merge_split
+
+    rng = np.random.default_rng(0)
+    N, C, R = 6, 5, 2
+    F = np.zeros((N, C))
+    F[:, 0] = rng.random(N) < 0.5
+    F[:, 0][:2] = 1.0
+    F[:, 1] = F[:, 0]  # a copy of feature 0
+    F[:, 2] = rng.random(N) < 0.5
+    F[0, 2] = 1.0
+    active = F.sum(0) > 0
+    W = jnp.asarray(rng.normal(size=(R, C, C)) * (active[:, None] & active[None, :]))
+    F = jnp.asarray(F)
+    before = _logits(F, W, jnp.zeros((R, 1, 1)))
+    changes = set()
+    for t in range(100):
+        F2, W2, take, full = merge_split(jax.random.key(t), F, W, 5.0, 1.0)
+        assert not bool(full)
+        np.testing.assert_allclose(_logits(F2, W2, jnp.zeros((R, 1, 1))), before, atol=1e-12)
+        active2 = np.asarray(F2.sum(0) > 0)
+        assert np.all(np.asarray(W2)[:, ~active2, :] == 0) and np.all(
+            np.asarray(W2)[:, :, ~active2] == 0
+        )
+        changes.add(int(active2.sum()) - int(active.sum()) if take else 0)
+    assert changes <= {-1, 0, 1} and changes & {-1, 1}, changes
