@@ -133,6 +133,13 @@ def add_fit_arguments(parser) -> None:
         default=None,
         help="features at the start (default: 3, or 4 in single mode with one relation)",
     )
+    parser.add_argument(
+        "--merge-split",
+        type=int,
+        default=0,
+        help="moves per sweep that merge two features held by the same entities or split one "
+        "into two copies (they help the number of features mix)",
+    )
     add_id_arguments(parser, "entity ids (and relation ids)")
     add_header_argument(parser)
 
@@ -172,10 +179,11 @@ def _read_links(args) -> np.ndarray:
 def fit(args) -> int:
     from bnpjax.models import ilfm
 
-    for option in ("init_features", "capacity", "num_entities"):
+    for option in ("init_features", "capacity", "num_entities", "merge_split"):
         value = getattr(args, option)
-        if value is not None and value < (0 if option == "init_features" else 1):
-            low = "0" if option == "init_features" else "1"
+        zero_allowed = option in ("init_features", "merge_split")
+        if value is not None and value < (0 if zero_allowed else 1):
+            low = "0" if zero_allowed else "1"
             raise UsageError(f"--{option.replace('_', '-')} must be at least {low}, got {value}")
     data = ilfm.make_data(_read_links(args))
     algorithm = ilfm.gibbs(
@@ -184,6 +192,7 @@ def fit(args) -> int:
         mode=args.mode,
         init_strategy=args.init,
         num_init_features=args.init_features,
+        merge_split=args.merge_split,
     )
     idata = sample(algorithm, args)
     print(summary(idata, ["num_features", "alpha"]).to_string())

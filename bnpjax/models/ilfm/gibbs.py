@@ -244,6 +244,13 @@ def _check_settings(mode, likelihood, weights, init_strategy, birth="laplace"):
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
 
 
+def _check_merge_split(value):
+    value = check_integer(value, "merge_split", 0)
+    if value >= 2**31:  # the move loop's bound is an int32
+        raise ValueError(f"merge_split must be below 2**31, got {value}")
+    return value
+
+
 def _default_num_init_features(data, mode, init_strategy, num_init_features, capacity):
     if num_init_features is None:
         relations_per_model = 1 if mode == "single" else data.Y.shape[0]
@@ -319,7 +326,7 @@ def build_step(
     return bind(
         _public_step,
         birth=birth,
-        merge_split=check_integer(merge_split, "merge_split", 0),
+        merge_split=_check_merge_split(merge_split),
         kappa=check_integer(kappa, "kappa"),
         num_leapfrog=check_integer(num_leapfrog, "num_leapfrog"),
         adapt=bool(adapt),
@@ -425,7 +432,7 @@ def gibbs(
     capacity = check_integer(capacity, "capacity")
     kappa = check_integer(kappa, "kappa")
     num_leapfrog = check_integer(num_leapfrog, "num_leapfrog")
-    merge_split = check_integer(merge_split, "merge_split", 0)
+    merge_split = _check_merge_split(merge_split)
     step_size = check_positive(step_size, "step_size")
     alpha = check_positive(alpha, "alpha")
     hyper = make_hyper() if hyper is None else hyper
