@@ -71,9 +71,12 @@ BOOKKEEPING = frozenset(
     {
         "acceptance_rate",
         "accept_prob",
+        "birth_acceptance",
+        "births_deaths",
         "capacity_exceeded",
         "capacity_needed",
         "diverging",
+        "merges_splits",
         "num_steps",
         "step_size",
         "tree_depth",

@@ -188,3 +188,18 @@ def test_command_line_summary_prints_the_diagnostics_under_the_table():
     assert text[4].startswith("NOT CONVERGED: R-hat above 1.01 for b ")
     table["extra"] = 1.0  # callers add columns; the lines stay under the table
     assert table.to_string().splitlines()[3:] == text[3:]
+
+
+def test_move_counters_are_bookkeeping_not_posterior_quantities():
+    # a sampler's counts of accepted births, deaths, merges and splits describe the sampler:
+    # chains that differ in them have not failed to converge
+    rng = np.random.default_rng(0)
+    trace = {
+        "posterior": {"x": rng.normal(size=(4, 400))},
+        "sample_stats": {
+            name: np.arange(4)[:, None] + np.zeros((4, 400))
+            for name in ("birth_acceptance", "births_deaths", "merges_splits")
+        },
+    }
+    report = convergence_report(trace)
+    assert [v.name for v in report.variables] == ["x"]
