@@ -9,23 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_ibp_lg_split_merge import (
-    ALPHA,
-    NUM_STATES,
-    SIGMA_A,
-    SIGMA_X,
-    STATS,
-    THRESHOLD,
-    X_FIXED,
-    C,
-    D,
-    _classes,
-    _exact_law,
-    _statistics,
-)
+from test_ibp_lg_split_merge import THRESHOLD, _exact_law, _law_after_moves
 
 from bnpjax.models import ibp_lg
-from bnpjax.models.ibp_lg.data import IBPLGState
 from bnpjax.models.ibp_lg.feature_moves import feature_moves
 
 NUM_MOVES = 4
@@ -42,40 +28,9 @@ def test_moves_keep_the_exact_law_of_a_small_buffer(law, slip):
     # the same (z-scores of the statistics' means, their sd from the exact law); twins that
     # leave the uniform pick among the K+ columns, or the split's proposal density, out of
     # the ratios are not
-    Zs, probs = law
-    rng = np.random.default_rng(0)
-    codes = rng.choice(len(probs), size=NUM_STATES, p=probs)
-    dtype = jnp.result_type(float)
-
-    def moves(key, Z):
-        state = IBPLGState(
-            Z,
-            jnp.zeros((C, D), dtype),
-            jnp.asarray(ALPHA, dtype),
-            jnp.asarray(SIGMA_X, dtype),
-            jnp.asarray(SIGMA_A, dtype),
-            jnp.asarray(X_FIXED, dtype),
-            jnp.zeros((D,), dtype),
-        )
-        Z, accepted, _ = feature_moves(key, state, NUM_MOVES, _slip=slip)
-        return Z, accepted
-
-    keys = jax.random.split(jax.random.key(4), NUM_STATES)
-    # small batches, as in the split-merge test (a huge batched Cholesky was seen to deadlock)
-    batched = jax.jit(lambda k, Z: jax.lax.map(lambda a: moves(*a), (k, Z), batch_size=16))
-    after, accepted = batched(keys, jnp.asarray(Zs[codes], dtype))
-    after = np.asarray(after)
-    assert np.mean(np.asarray(accepted)) > 0.1  # the moves do move
-    truth = _statistics(Zs)
-    got = _statistics(after)
-    mode = _classes(Zs)[np.argmax(probs)]
-    truth["mode"] = (_classes(Zs) == mode).all(-1)
-    got["mode"] = (_classes(after) == mode).all(-1)
-    z = {}
-    for name in STATS:
-        expected = np.sum(truth[name] * probs)
-        sd = np.sqrt(np.sum((truth[name] - expected) ** 2 * probs))
-        z[name] = (got[name].mean() - expected) / (sd / np.sqrt(NUM_STATES))
+    z = _law_after_moves(
+        law, lambda key, state: feature_moves(key, state, NUM_MOVES, _slip=slip), seed=4
+    )
     worst = max(abs(v) for v in z.values())
     if not slip:
         assert worst < THRESHOLD, z
