@@ -11,8 +11,12 @@ per-feature arrays of nonparametric models are left out because their labels swi
 Printed per case: the largest split R-hat and the variable it belongs to, the smallest bulk
 or tail ESS and its variable, the sampling seconds (compile excluded) and ESS per second, and
 the sweep after which every R-hat is below 1.01 (R-hat recomputed on the first 10%, 20%, ...
-of the kept draws; ``never`` when even the whole run is above), with the wall seconds that
-takes. A final table in Markdown, for docs/benchmarks.md.
+of the kept draws; ``never`` when even the whole run is above), with the seconds of sampling
+that takes and the wall seconds with compilation and the start. For the IBP cases the bulk
+ESS per second of K+, and with ``--reference`` the same for the NumPy reference of the
+collapsed sweep (``benchmarks/ibp_reference.py``, PyIBP's; PyIBP itself is not on the
+package index) on the same data, chains and sweeps, and the ratio. A final table in
+Markdown, for docs/benchmarks.md.
 
 The cases (``--cases`` picks some):
 
@@ -21,7 +25,8 @@ The cases (``--cases`` picks some):
   collapsed Gibbs / collapsed Gibbs with split-merge moves.
 * ``ibp_1000`` / ``ibp_1000_sm``: the same on N = 1000 bars images.
 * ``ibp_1000_parallel`` / ``ibp_10000_parallel``: the row-parallel sampler
-  (``ibp_lg.parallel_gibbs``) on N = 1000 and N = 10,000 bars images.
+  (``ibp_lg.parallel_gibbs``, with its feature moves and warm start) on N = 1000 and
+  N = 10,000 bars images.
 * ``ilfm_nations``: ILFM on the nations relations (14 countries, 56 relations).
 * ``fm_ml100k``: FM regression, rank 10, ML-100K u1 (80,000 ratings, one-hot users and items).
 * ``m3f_ml100k`` / ``ipm3f_ml100k``: Gibbs M3F (rank 10) and Gibbs iPM3F, C = 0.1,
@@ -38,6 +43,7 @@ timed::
     BNPJAX_DATA=/path/to/data python benchmarks/convergence.py
     python benchmarks/convergence.py --cases linreg,ibp_bars,ibp_bars_sm --chains 4
     python benchmarks/convergence.py --quick       # smoke test: a few sweeps per case
+    python benchmarks/convergence.py --cases ibp_1000 --reference   # against PyIBP's sweep
 """
 
 from __future__ import annotations
@@ -65,12 +71,18 @@ def _linreg():
     return linear_regression.gibbs(data), "synthetic 1000 x 10", (1000, 500)
 
 
+def _ibp_data(num_obs):
+    from bnpjax.datasets import bars
+    from bnpjax.models import ibp_lg
+
+    return ibp_lg.make_data(bars(0, num_obs=num_obs)["X"])
+
+
 def _ibp(num_obs, split_merge, parallel=False):
     def build():
-        from bnpjax.datasets import bars
         from bnpjax.models import ibp_lg
 
-        data = ibp_lg.make_data(bars(0, num_obs=num_obs)["X"])
+        data = _ibp_data(num_obs)
         factory = ibp_lg.split_merge if split_merge else ibp_lg.collapsed_gibbs
         if parallel:
             factory = ibp_lg.parallel_gibbs
@@ -221,7 +233,12 @@ def measure(name, args):
         settled = "never"
     else:
         sweeps = num_warmup + round(after * num_samples)
-        settled = f"{sweeps} sweeps ({warmup + after * sampling:.0f} s)"
+        # with compilation and the start: the wall time a user waits for a converged run
+        startup = timings.get("compile_s", 0.0) + timings.get("init_s", 0.0)
+        settled = (
+            f"{sweeps} sweeps ({warmup + after * sampling:.0f} s; "
+            f"{startup + warmup + after * sampling:.0f} s wall)"
+        )
     row = {
         "case": name,
         "data": label,
@@ -241,7 +258,51 @@ def measure(name, args):
         f"after {settled}; wall {row['wall_s']} s",
         flush=True,
     )
+    row["k_plus_ess_per_s"] = _k_plus_ess(result.trace) / sampling
+    row["k_plus_mean"] = float(np.mean(result.trace["sample_stats"]["num_features"]))
+    if name.startswith("ibp_"):
+        print(f"{name}: K+ bulk ESS per second {row['k_plus_ess_per_s']:.1f}", flush=True)
     return row
+
+
+def _k_plus_ess(trace):
+    import arviz as az
+
+    k_plus = np.asarray(trace["sample_stats"]["num_features"], float)
+    return float(az.ess(az.convert_to_dataset({"k": k_plus}), method="bulk")["k"])
+
+
+_REFERENCE_RUNS = {}
+
+
+def reference(name, args, row):
+    """The NumPy reference (benchmarks/ibp_reference.py, PyIBP's sweep) on the data of IBP
+    case ``name``, with the same chains and sweeps: K+ bulk ESS per second of both and their
+    ratio."""
+    from ibp_reference import run_chains
+
+    num_obs = int(row["data"].split("N=")[1].split(",")[0])
+    num_warmup, num_samples = (int(v) for v in row["run"].split("(")[1].rstrip(")").split("+"))
+    if args.reference_sweeps:
+        num_warmup, num_samples = args.reference_sweeps
+    settings = (num_obs, num_warmup, num_samples)
+    if settings not in _REFERENCE_RUNS:  # one reference run serves every case on the data
+        X = np.asarray(_ibp_data(num_obs).X, float)
+        _REFERENCE_RUNS[settings] = run_chains(
+            X, args.chains, num_warmup, num_samples, seed=args.seed
+        )
+    k_plus, sampling, total = _REFERENCE_RUNS[settings]
+    ess = _k_plus_ess({"sample_stats": {"num_features": k_plus}})
+    ratio = row["k_plus_ess_per_s"] / (ess / sampling)
+    print(
+        f"{name} reference (NumPy, PyIBP's sweep): {args.chains} x ({num_warmup} + "
+        f"{num_samples}) sweeps; K+ mean {k_plus.mean():.2f} (bnpjax {row['k_plus_mean']:.2f}); "
+        f"K+ bulk ESS {ess:.0f} in {sampling:.1f} s = {ess / sampling:.2f} ESS/s "
+        f"({total:.0f} s with warmup); bnpjax {row['k_plus_ess_per_s']:.1f} ESS/s: "
+        f"{ratio:.1f}x",
+        flush=True,
+    )
+    return ratio
 
 
 def main(argv=None):
@@ -261,6 +322,18 @@ def main(argv=None):
         metavar=("WARMUP", "SAMPLES"),
         help="warmup and kept sweeps per chain for every case (default: each case's own)",
     )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="also run the NumPy reference of the collapsed sweep (PyIBP's) on each IBP case",
+    )
+    parser.add_argument(
+        "--reference-sweeps",
+        type=int,
+        nargs=2,
+        metavar=("WARMUP", "SAMPLES"),
+        help="the reference's warmup and kept sweeps per chain (default: the case's)",
+    )
     args = parser.parse_args(argv)
     names = args.cases.split(",")
     unknown = [n for n in names if n not in CASES]
@@ -271,6 +344,10 @@ def main(argv=None):
         f"({jax.device_count()} device), jax {jax.__version__}"
     )
     rows = [r for r in (measure(n, args) for n in names) if r is not None]
+    if args.reference:
+        for r in rows:
+            if r["case"].startswith("ibp_"):
+                reference(r["case"], args, r)
     header = ["case", "data", "chains x (warmup + draws)", "R-hat max", "ESS min",
               "sampling s", "ESS/s", "every R-hat <= 1.01 after"]  # fmt: skip
     keys = ["case", "data", "run", "r_hat", "ess", "sampling_s", "ess_per_s", "settled"]

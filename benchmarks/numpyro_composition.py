@@ -28,7 +28,8 @@ and the slope is printed beside it), the ESS of K+ and sigma_x (ArviZ, over chai
 per second of the sampling loop, and the ratios the issue asks for: (i) / (ii) seconds per
 sweep (goal: at most 5) and (i) / (iii) ESS per second (goal: above 1). ``--continuous
 hmc5`` gives (i) HMC with 5 leapfrog steps instead of NUTS, ``--newton-steps`` the Laplace
-approximations' Newton steps, ``--init-features`` and ``--births`` the block's settings.
+approximations' Newton steps, ``--init-features``, ``--births`` and ``--split-merge`` the
+block's settings.
 
     python benchmarks/numpyro_composition.py [--num-obs 100 --samples 300] [--skip iii]
 """
@@ -164,6 +165,9 @@ def main() -> None:
         "--init-features", type=int, default=10, help="IBPGibbs(init_features=); -1: None"
     )
     parser.add_argument("--births", default="auto", help="IBPGibbs(births=): auto or rows")
+    parser.add_argument(
+        "--split-merge", type=int, default=5, help="IBPGibbs(split_merge=): proposals per sweep"
+    )
     parser.add_argument("--skip", nargs="*", default=[], choices=["i", "ii", "iii", "iv"])
     args = parser.parse_args()
 
@@ -222,6 +226,7 @@ def main() -> None:
             newton_steps=args.newton_steps,
             init_features=None if args.init_features < 0 else args.init_features,
             births=args.births,
+            split_merge=args.split_merge,
         )
         kernel = Gibbs([(block, sites), (continuous, None)])
         out, per_sweep, fixed = timed(numpyro_run(kernel, k_plus), sweeps)

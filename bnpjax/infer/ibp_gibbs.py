@@ -33,6 +33,12 @@ moves), is in :mod:`bnpjax.infer.ibp_moves`; in short, one sweep per IBP site is
      from the same kind of Laplace approximation (:func:`bnpjax.infer.ibp_moves.feature_pass`;
      a Gibbs draw when the conditional is Gaussian, as in the linear-Gaussian model). A new
      feature thus starts where the data put it, and ``K_+`` mixes in many dimensions.
+     After the births and deaths, ``split_merge`` proposals merge two features into one
+     (the parameters kept, or summed so that rows holding both keep ``Z @ A``) or split one
+     in two, the reverse (:mod:`bnpjax.infer.ibp_split_merge`): the way out of modes that
+     hold one feature as two copies held by disjoint rows, or as two parts held by the same
+     rows; as many reallocations shear one feature's parameters by a multiple of another's and
+     send the rows of both where their likelihood puts them (two features in another basis).
    * **without** (``["Z"]`` only): Meeds et al. (2007)'s Metropolis-Hastings move that removes
      a row's singleton features and proposes ``Poisson(alpha / N)`` new ones in empty columns,
      accepted by the likelihood ratio. A new feature's parameters are then the values another
@@ -96,7 +102,7 @@ from numpyro.infer.gibbs import (
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity
 
-from bnpjax.infer import ibp_moves, ibp_parallel
+from bnpjax.infer import ibp_moves, ibp_parallel, ibp_split_merge
 from bnpjax.infer.ibp_probes import _Plan, _StructureProbes
 from bnpjax.infer.ibp_sites import _elementwise, _elementwise_transform, _Linked
 from bnpjax.infer.numpyro_bridge import warn_if_any
@@ -114,13 +120,14 @@ def _is_ibp(fn) -> bool:
 class IBPGibbsState(NamedTuple):
     """``z``: the block's IBP sites (0/1 floats); ``num_features``: K+ of each;
     ``needed_more_room``: this step wanted more columns than the capacity had free;
-    ``num_overflows``: how many steps did so far; ``rng_key``."""
+    ``num_overflows``: how many steps did so far; ``rng_key``; ``num_steps``: steps taken."""
 
     z: dict
     num_features: dict
     needed_more_room: jax.Array
     num_overflows: jax.Array
     rng_key: jax.Array
+    num_steps: jax.Array
 
 
 _OVERFLOW_MESSAGE = (
@@ -153,12 +160,25 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
         1/2, as bnpjax's own samplers do: a chain drops surplus features easily but gains them
         slowly in many dimensions (a birth must pay for a whole new parameter row with one
         row's data). This replaces the initial value NumPyro gives the site (its prior draw or
-        ``init_params``); ``None`` keeps that value.
+        ``init_params``); ``None`` keeps that value. During warmup a chain whose ``K_+`` is 0
+        at a 25th step (but the last) restarts from such a buffer: with no feature, a birth
+        must pay for a whole parameter row with one row's data, and the prior scale of the
+        parameters (drawn by another block given the empty columns' prior draws) drifts as a
+        random walk, so a chain can stay at ``K_+ = 0`` for thousands of sweeps where the
+        posterior puts no mass. Not a move of the posterior: warmup only, like NumPyro's
+        step-size adaptation.
     births
         ``"auto"`` (default): births and deaths of features with parameters move every row at
         once when the model's density splits by rows and by features
         (:mod:`bnpjax.infer.ibp_parallel`, checked at ``init``); ``"rows"``: one row after
         another (:func:`bnpjax.infer.ibp_moves.birth_death_pass`). Both are exact.
+    split_merge
+        Merge or split proposals per sweep, and as many pair reallocations, for an IBP site
+        with feature parameters whose rows are conditionally independent (default 5; 0:
+        none): two features joined into one, their parameters kept or summed, and the
+        reverse; one feature's parameters sheared by a multiple of another's with the rows of
+        both reallocated (:mod:`bnpjax.infer.ibp_split_merge`, which says why each is exact).
+        They let the chain leave modes that hold one feature as two, or two in another basis.
 
     Use it as ``Gibbs([(IBPGibbs(model), ["Z", "A"]), (NUTS(model), None)])`` (several IBP
     sites may be listed, or given to several blocks); alone it samples a model whose only
@@ -177,6 +197,7 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
         newton_steps: int = 2,
         init_features: int | None = 10,
         births: str = "auto",
+        split_merge: int = 5,
     ):
         if not callable(model):
             raise ValueError(f"model must be a NumPyro model (a callable), got {model!r}")
@@ -185,6 +206,9 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
         if births not in ("auto", "rows"):
             raise ValueError(f"births must be 'auto' or 'rows', got {births!r}")
         self._births = births
+        if not (isinstance(split_merge, int) and split_merge >= 0):
+            raise ValueError(f"split_merge must be a non-negative integer, got {split_merge!r}")
+        self._split_merge = split_merge
         if linked is not None and not (
             isinstance(linked, dict)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in linked.items())
@@ -205,6 +229,7 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
             )
         self._newton_steps = newton_steps
         self._init_features = init_features
+        self._num_warmup = 0
         self._plans: dict[str, _Plan] = {}
         self._linked: dict[str, _Linked] = {}
         self._diagonal: dict[str, bool] = {}
@@ -414,18 +439,18 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
         if self._init_features is not None:
             for name in linked:
                 rng_key, key_z = jax.random.split(rng_key)
-                num_rows, capacity = z[name].shape
-                start = jax.random.bernoulli(key_z, 0.5, (num_rows, capacity)).astype(float)
-                z[name] = start * (jnp.arange(capacity) < self._init_features)
+                z[name] = ibp_moves.starting_features(key_z, z[name].shape, self._init_features)
+        self._num_warmup = int(num_warmup)
         return IBPGibbsState(
             z=z,
             num_features={n: jnp.sum(jnp.any(z[n] > 0, 0)).astype(jnp.int32) for n in ibp_sites},
             needed_more_room=jnp.zeros((), bool),
             num_overflows=jnp.zeros((), jnp.int32),
             rng_key=rng_key,
+            num_steps=jnp.zeros((), jnp.int32),
         )
 
-    def _update(self, key, name, values, model_args, model_kwargs):
+    def _update(self, key, name, values, model_args, model_kwargs, step):
         """One sweep of the IBP site ``name`` (and its feature parameters): returns the new
         values of the block's sites it moved and the capacity flag."""
         plan = self._plans[name]
@@ -436,6 +461,13 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
             return {**values, name: Z}
 
         Z = values[name]
+        if name in self._linked and self._init_features is not None:
+            # warmup only (not a move of the posterior): a chain that lost every feature
+            # restarts from init's buffer (class docstring, init_features)
+            key_existing, key_restart = jax.random.split(key_existing)
+            restart = (step < self._num_warmup - 25) & (step % 25 == 24) & ~jnp.any(Z > 0)
+            start = ibp_moves.starting_features(key_restart, Z.shape, self._init_features)
+            Z = jnp.where(restart, start, Z)
         if plan.axes is not None:
 
             def row_ll(Zm):
@@ -515,6 +547,27 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
                 diagonal=self._diagonal[name],
                 log_proposal_ratio=self._proposal_log_ratio,
             )
+        if self._split_merge and plan.axes is not None:
+            key_features, key_merge = jax.random.split(key_features)
+
+            def row_target(Zm, U):
+                moved = {**values, name: Zm, **linked.unpack(U)}
+                return self._row_log_lik(name, moved, model_args, model_kwargs)
+
+            Z, U, short_merge = ibp_split_merge.pair_moves(
+                key_merge,
+                Z,
+                U,
+                alpha,
+                target,
+                row_target,
+                num_proposals=self._split_merge,
+                log_ratios=(self._split_merge_log_ratio, self._reallocation_log_ratio),
+            )
+            short = short | short_merge
+            if columns is not None:
+                columns = jnp.any(Z > 0, 0)
+            ll = target(Z, U)
         U, _ = ibp_moves.feature_pass(
             key_features,
             Z,
@@ -532,6 +585,8 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
     _singleton_log_correction = staticmethod(ibp_moves.singleton_log_correction)
     _proposal_log_ratio = staticmethod(ibp_moves.proposal_log_ratio)
     _new_feature_log_rate = staticmethod(ibp_parallel.new_feature_log_rate)
+    _split_merge_log_ratio = staticmethod(ibp_split_merge.split_merge_log_proposal_ratio)
+    _reallocation_log_ratio = staticmethod(ibp_split_merge.reallocation_log_proposal_ratio)
 
     def sample(self, state, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs
@@ -539,7 +594,9 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
         values = dict(state.z)
         short = jnp.zeros((), bool)
         for key, name in zip(keys, self._ibp_sites, strict=True):
-            moved, short_site = self._update(key, name, values, model_args, model_kwargs)
+            moved, short_site = self._update(
+                key, name, values, model_args, model_kwargs, state.num_steps
+            )
             values.update(moved)
             short = short | short_site
         jax.lax.cond(
@@ -555,6 +612,7 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
             needed_more_room=short,
             num_overflows=state.num_overflows + short.astype(jnp.int32),
             rng_key=rng_key,
+            num_steps=state.num_steps + 1,
         )
 
     def refresh(self, state, model_args, model_kwargs):

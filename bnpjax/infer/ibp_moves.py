@@ -90,6 +90,7 @@ __all__ = [
     "proposal_log_ratio",
     "singleton_log_correction",
     "singleton_pass",
+    "starting_features",
 ]
 
 
@@ -103,6 +104,14 @@ def singleton_log_correction(s, s_new, free, lam):
     docstring); kept as a function so that a test can break it."""
     del s, s_new, free, lam
     return 0.0
+
+
+def starting_features(key, shape, num_features):
+    """A buffer whose first ``num_features`` columns each row holds with probability 1/2: the
+    start of :class:`bnpjax.infer.IBPGibbs` for a site with feature parameters (and its
+    warmup restart)."""
+    start = jax.random.bernoulli(key, 0.5, shape).astype(float)
+    return start * (jnp.arange(shape[1]) < num_features)
 
 
 def _flip_column(key, column, delta, log_odds):

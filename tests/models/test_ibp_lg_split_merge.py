@@ -60,21 +60,15 @@ def _classes(Zs):
     return np.sort((Zs * (2 ** np.arange(N))[:, None]).sum(-2), -1)
 
 
-@pytest.fixture(scope="module")
-def law():
-    return _exact_law()
-
-
-@pytest.mark.parametrize("slip", ["", "proposal"], ids=["exact", "broken"])
-def test_moves_keep_the_exact_law_of_a_small_buffer(law, slip):
-    # independent draws from the exact law, a few moves each: the law after the moves must be
-    # the same; a twin that treats the sequential allocation as a symmetric proposal is not
+def _law_after_moves(law, moves, seed):
+    """z-scores of the statistics' means after ``moves(key, state) -> (Z, accepted, _)`` from
+    NUM_STATES independent draws of the exact ``law``, their sd from the exact law."""
     Zs, probs = law
     rng = np.random.default_rng(0)
     codes = rng.choice(len(probs), size=NUM_STATES, p=probs)
     dtype = jnp.result_type(float)
 
-    def moves(key, Z):
+    def one(key, Z):
         state = IBPLGState(
             Z,
             jnp.zeros((C, D), dtype),
@@ -84,13 +78,13 @@ def test_moves_keep_the_exact_law_of_a_small_buffer(law, slip):
             jnp.asarray(X_FIXED, dtype),
             jnp.zeros((D,), dtype),
         )
-        Z, accepted, _ = split_merge_moves(key, state, NUM_MOVES, _slip=slip)
+        Z, accepted, _ = moves(key, state)
         return Z, accepted
 
-    keys = jax.random.split(jax.random.key(3), NUM_STATES)
+    keys = jax.random.split(jax.random.key(seed), NUM_STATES)
     # small batches: a vmap over all the states makes one huge batched Cholesky, whose
     # thread-pool split in jaxlib's CPU LAPACK kernels was seen to deadlock
-    batched = jax.jit(lambda k, Z: jax.lax.map(lambda a: moves(*a), (k, Z), batch_size=16))
+    batched = jax.jit(lambda k, Z: jax.lax.map(lambda a: one(*a), (k, Z), batch_size=16))
     after, accepted = batched(keys, jnp.asarray(Zs[codes], dtype))
     after = np.asarray(after)
     assert np.mean(np.asarray(accepted)) > 0.1  # the moves do move
@@ -105,6 +99,21 @@ def test_moves_keep_the_exact_law_of_a_small_buffer(law, slip):
         expected = np.sum(truth[name] * probs)
         sd = np.sqrt(np.sum((truth[name] - expected) ** 2 * probs))
         z[name] = (got[name].mean() - expected) / (sd / np.sqrt(NUM_STATES))
+    return z
+
+
+@pytest.fixture(scope="module")
+def law():
+    return _exact_law()
+
+
+@pytest.mark.parametrize("slip", ["", "proposal"], ids=["exact", "broken"])
+def test_moves_keep_the_exact_law_of_a_small_buffer(law, slip):
+    # independent draws from the exact law, a few moves each: the law after the moves must be
+    # the same; a twin that treats the sequential allocation as a symmetric proposal is not
+    z = _law_after_moves(
+        law, lambda key, state: split_merge_moves(key, state, NUM_MOVES, _slip=slip), seed=3
+    )
     worst = max(abs(v) for v in z.values())
     if not slip:
         assert worst < THRESHOLD, z

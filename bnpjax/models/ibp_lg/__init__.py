@@ -8,7 +8,8 @@ Two exact samplers share the state :class:`IBPLGState`, kept in a feature buffer
 driver grows: :func:`collapsed_gibbs` (rows in sequence, ``A`` integrated out, rank-one
 updates), :func:`split_merge` (the collapsed sweep after split-merge moves that split or join
 whole features) and :func:`parallel_gibbs` (every row at once given instantiated feature
-probabilities and weights).
+probabilities and weights, after births, deaths, splits and merges of whole features,
+:mod:`~bnpjax.models.ibp_lg.feature_moves`, from a start fitted on a subsample).
 
 Usage: ``data = make_data(X, mask)``, ``bnpjax.sample(collapsed_gibbs(data,
 alpha_prior=(1.0, 1.0)), key, num_samples)``; :func:`predict`, :func:`log_likelihood` and

@@ -229,14 +229,19 @@ def _spec(name, data, s: Settings) -> ArvizSpec:
     )
 
 
-def build_algorithm(step_fn, name: str, data, s: Settings) -> SamplingAlgorithm:
+def build_algorithm(
+    step_fn, name: str, data, s: Settings, init_fn=None, **init_settings
+) -> SamplingAlgorithm:
     """The kernel of ``step_fn`` (``step_fn(data, hyper, key, state, *, kappa, flags)``) with
-    a feature buffer that the driver grows from ``s.capacity``."""
+    a feature buffer that the driver grows from ``s.capacity``; ``init_fn(data, hyper, key,
+    **settings)`` (default: the random start, :func:`init`) with the start's settings and
+    ``init_settings`` (hashable) added."""
+    init_fn = _init if init_fn is None else init_fn
 
     def build(capacity):
         return SamplingAlgorithm(
             init=bind(
-                _init,
+                init_fn,
                 data,
                 s.hyper,
                 capacity=capacity,
@@ -245,6 +250,7 @@ def build_algorithm(step_fn, name: str, data, s: Settings) -> SamplingAlgorithm:
                 sigma_a=s.sigma_a,
                 num_init_features=s.num_init_features,
                 sample_offset=dict(s.flags)["sample_offset"],
+                **init_settings,
             ),
             step=bind(_step, data, s.hyper, step_fn=step_fn, kappa=s.kappa, flags=s.flags),
             trace=bind(

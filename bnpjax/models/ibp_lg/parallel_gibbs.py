@@ -8,6 +8,15 @@ singletons redrawn at once, ``p(k_new = k) ∝ Poisson(k; alpha / N) N(x_i; z_i 
 in the collapsed sampler. Each block is an exact conditional (the IBP as the Bernoulli-process
 limit of a beta process, :mod:`bnpjax.priors.ibp`).
 
+Given ``A`` these updates move one entry or one column at a time, and at large ``N`` they
+cannot undo a whole feature: a column of the random start that explains nothing walks to
+``m = 0`` over some ``N`` sweeps, and a feature held as two disjoint copies never joins. So
+each sweep starts with feature moves, ``A`` integrated out (births, deaths, splits and merges
+of whole columns, :mod:`~bnpjax.models.ibp_lg.feature_moves`), then ``A | Z, X``; and the
+chain starts from a short collapsed run on a random subsample of the rows (``init_sweeps``,
+``init_rows``), where the posterior is wider and a sweep cheap, extended to every row by one
+row-parallel sweep.
+
 References
 ----------
 Zhang, M. M., Dubey, A. & Williamson, S. A. (2017). Parallel Markov chain Monte Carlo for the
@@ -18,17 +27,27 @@ process. *AISTATS*.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
 from bnpjax.infer.base import SamplingAlgorithm
+from bnpjax.infer.checks import check_integer
 from bnpjax.models.ibp_lg._kernel import FROM_HYPER, build_algorithm, init, resolve, sweep_step
-from bnpjax.models.ibp_lg.conditionals import finish_sweep, new_feature_log_weights
+from bnpjax.models.ibp_lg.collapsed_gibbs import _sweep_Z as _collapsed_sweep_Z
+from bnpjax.models.ibp_lg.conditionals import finish_sweep, new_feature_log_weights, sample_A
 from bnpjax.models.ibp_lg.data import IBPLGData, IBPLGHyper
+from bnpjax.models.ibp_lg.feature_moves import feature_moves
 from bnpjax.ops import sample_categorical
 from bnpjax.priors import ibp
 
 __all__ = ["build_step", "init", "parallel_gibbs"]
+
+#: birth-death moves per sweep by default
+NUM_MOVES = 10
+#: the default warm start: collapsed sweeps on a random subsample of rows
+INIT_SWEEPS, INIT_ROWS = 200, 500
 
 
 def _sweep_Z(keys, state, *, kappa):
@@ -71,14 +90,82 @@ def _sweep_Z(keys, state, *, kappa):
     return Z, shortfall > 0, shortfall
 
 
-def _parallel_step(data, hyper, key, state, *, kappa, flags):
+def _parallel_step(data, hyper, key, state, *, kappa, flags, num_moves=0, slip=""):
     key_order, key_cols, key_new, key_A, key_rest = jax.random.split(key, 5)
+    no_room = jnp.zeros((), bool)
+    if num_moves:
+        # keys of their own (folded in), so that the sweep's draws are those of num_moves=0
+        key_moves = jax.random.fold_in(key, 0xB1D)
+        Z, _, no_room = feature_moves(key_moves, state, num_moves, _slip=slip)
+        A = sample_A(jax.random.fold_in(key_moves, 1), Z, state.X, state.sigma_x, state.sigma_a)
+        state = state._replace(Z=Z, A=A)
     Z, exceeded, shortfall = _sweep_Z((key_order, key_cols, key_new), state, kappa=kappa)
-    return finish_sweep((key_A, key_rest), data, hyper, state, Z, exceeded, shortfall, flags)
+    shortfall = jnp.maximum(shortfall, no_room.astype(shortfall.dtype))
+    return finish_sweep(
+        (key_A, key_rest), data, hyper, state, Z, exceeded | no_room, shortfall, flags
+    )
+
+
+def _warm_init(data, hyper, key, *, init_sweeps, init_rows, kappa, flags, **settings):
+    """The start of the row-parallel chain: the random start (:func:`init`), then
+    ``init_sweeps`` collapsed sweeps (each after birth-death moves) on ``init_rows`` rows
+    drawn at random, then every row's features from one row-parallel sweep given the
+    subsample's features, weights and hyperparameters, and ``A | Z, X``.
+
+    Only the start depends on this; the chain's kernel is the same. On a subsample the
+    posterior is wider and a collapsed sweep is cheap, so the features that the random start
+    plants in a split or merged form, which the row-parallel sweep on all ``N`` rows could
+    only undo over many sweeps, are sorted out before the chain starts."""
+    if not init_sweeps:
+        return init(key, data, hyper, **settings)
+    key_start, key_rows, key_sweeps, key_extend, key_A = jax.random.split(key, 5)
+    state = init(key_start, data, hyper, **settings)
+    N, D = data.X.shape
+    n = min(N, init_rows)
+    rows = jnp.sort(jax.random.permutation(key_rows, N)[:n])
+    sub_data = data._replace(X=data.X[rows], mask=data.mask[rows], observed=jnp.arange(n * D))
+    sub = state._replace(Z=state.Z[rows], X=state.X[rows])
+    flags = dict(flags)
+    no, zero = jnp.zeros((), bool), jnp.zeros((), jnp.int32)
+
+    def sweep(t, sub):
+        key_moves, key_rows, key_A, key_rest = jax.random.split(
+            jax.random.fold_in(key_sweeps, t), 4
+        )
+        Z, _, _ = feature_moves(key_moves, sub, NUM_MOVES)
+        Z, _, _ = _collapsed_sweep_Z(key_rows, sub._replace(Z=Z), kappa=kappa)
+        return finish_sweep((key_A, key_rest), sub_data, hyper, sub, Z, no, zero, flags)[0]
+
+    sub = jax.lax.fori_loop(0, init_sweeps, sweep, sub)
+    X = jnp.where(data.mask > 0, data.X - sub.offset, state.X)
+    full = sub._replace(Z=jnp.zeros_like(state.Z).at[rows].set(sub.Z), X=X)
+    Z, _, _ = _sweep_Z(jax.random.split(key_extend, 3), full, kappa=kappa)
+    return full._replace(Z=Z, A=sample_A(key_A, Z, X, full.sigma_x, full.sigma_a))
+
+
+class _Step(NamedTuple):
+    """The sweep with its number of birth-death moves (hashable: part of the compiled
+    program's key); ``slip``: a broken twin's, for the tests."""
+
+    num_moves: int
+    slip: str = ""
+
+    def __call__(self, data, hyper, key, state, *, kappa, flags):
+        return _parallel_step(
+            data,
+            hyper,
+            key,
+            state,
+            kappa=kappa,
+            flags=flags,
+            num_moves=self.num_moves,
+            slip=self.slip,
+        )
 
 
 def build_step(
     *,
+    num_moves: int = NUM_MOVES,
     kappa: int = 10,
     sample_alpha=True,
     sample_sigma_x=True,
@@ -89,6 +176,9 @@ def build_step(
 
     Parameters
     ----------
+    num_moves : int
+        Feature birth-death moves before each sweep (an integer >= 0; see
+        :func:`parallel_gibbs`).
     kappa : int
         Truncation of the number of new features per row.
     sample_alpha, sample_sigma_x, sample_sigma_a : bool
@@ -101,8 +191,9 @@ def build_step(
     -------
     callable
     """
+    num_moves = check_integer(num_moves, "num_moves", 0)
     return sweep_step(
-        _parallel_step,
+        _Step(num_moves),
         kappa=kappa,
         sample_alpha=sample_alpha,
         sample_sigma_x=sample_sigma_x,
@@ -124,6 +215,9 @@ def parallel_gibbs(
     sample_sigma_a: bool = True,
     sample_offset: bool = True,
     kappa: int = 10,
+    num_moves: int = NUM_MOVES,
+    init_sweeps: int = INIT_SWEEPS,
+    init_rows: int = INIT_ROWS,
     capacity: int = 16,
     num_init_features: int = 10,
     trace_features: bool = True,
@@ -154,6 +248,18 @@ def parallel_gibbs(
         default 0): Griffiths and Ghahramani's model.
     kappa : int
         Truncation of the number of new features per row.
+    num_moves : int
+        Feature birth-death moves before each sweep, ``A`` integrated out
+        (:func:`~bnpjax.models.ibp_lg.feature_moves.feature_moves`; then ``A | Z, X``):
+        a feature that explains nothing, such as one planted by the random start, is
+        removed whole instead of by a walk of its count to zero that takes of the order
+        of ``N`` sweeps. 0 turns them off (the sampler of Zhang et al. alone).
+    init_sweeps, init_rows : int
+        The start: ``init_sweeps`` collapsed Gibbs sweeps, each after ``num_moves``
+        birth-death moves, on ``init_rows`` rows drawn at random (all rows when there are
+        fewer), from the random start of ``num_init_features`` features; then every row's
+        features from one row-parallel sweep given the subsample's. ``init_sweeps=0``: the
+        random start itself. Each chain draws its own subsample and start.
     capacity : int
         Initial size of the feature buffer (the driver grows it).
     num_init_features : int
@@ -192,7 +298,18 @@ def parallel_gibbs(
         trace_features=trace_features,
         pointwise_log_likelihood=pointwise_log_likelihood,
     )
-    return build_algorithm(_parallel_step, "parallel_gibbs", data, s)
+    num_moves = check_integer(num_moves, "num_moves", 0)
+    return build_algorithm(
+        _Step(num_moves),
+        "parallel_gibbs",
+        data,
+        s,
+        _warm_init,
+        init_sweeps=check_integer(init_sweeps, "init_sweeps", 0),
+        init_rows=check_integer(init_rows, "init_rows", 1),
+        kappa=s.kappa,
+        flags=s.flags,
+    )
 
 
 # BlackJAX's lower levels on the factory itself: the package re-exports the factory under
