@@ -164,6 +164,8 @@ def _sgrld(data, hyper, likelihood, args, key):
     average under the target) and the timings."""
     settings = dict(step_size=args.step_size, tau=args.sgrld_tau, kappa=args.sgrld_kappa)
     settings.update(batch=args.batch, draws=args.draws, init_passes=args.init_passes)
+    if args.sgrld_scvb0_init is not None:  # None: the library's default
+        settings.update(scvb0_init=args.sgrld_scvb0_init)
     algorithm = wmmsb.sgrld(data, hyper, likelihood=likelihood, init="scvb0", **settings)
     N = int(data.degree.shape[0])
     per_pass = -(-N // args.batch)
@@ -227,6 +229,12 @@ def main(argv=None):
     parser.add_argument("--sgrld-tau", type=float, default=1000.0, help="SGRLD tau")
     parser.add_argument("--sgrld-kappa", type=float, default=0.55, help="SGRLD kappa")
     parser.add_argument("--init-passes", type=int, default=40, help="SGRLD: SCVB0 start passes")
+    parser.add_argument(
+        "--sgrld-scvb0-init",
+        choices=["assortative", "random", "even"],
+        default=None,
+        help="SGRLD: the start of its SCVB0 fit (default: sgrld's)",
+    )
     parser.add_argument("--sampler-passes", type=int, default=40, help="SGRLD passes")
     parser.add_argument("--keep", type=int, default=10, help="SGRLD: last passes kept, 1 draw each")
     parser.add_argument("--kept-draws", type=int, default=0, help="SGRLD: draws (0: --keep)")

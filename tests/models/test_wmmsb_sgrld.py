@@ -178,6 +178,30 @@ def test_sgrld_checks_its_arguments():
         wmmsb.sgrld(implicit, hyper, batch=4, init_passes=-1)
     with pytest.raises(ValueError, match="rank"):
         wmmsb.sgrld(listed)
+    for bad in ("scvb0", "best", None):
+        with pytest.raises(ValueError, match="scvb0_init"):
+            wmmsb.sgrld(implicit, hyper, batch=4, scvb0_init=bad)
+        with pytest.raises(ValueError, match="scvb0_init"):
+            wmmsb.sgrld.init(jax.random.key(0), implicit, hyper, batch=4, scvb0_init=bad)
+
+
+def test_scvb0_init_reaches_the_scvb0_fit(monkeypatch):
+    """``scvb0_init`` is the ``init`` of the SCVB0 fit that starts the sampler, through the
+    factory and through ``sgrld.init``; unset, sgrld's default."""
+    _, implicit = _small_network("bernoulli")
+    hyper = wmmsb.make_hyper(2, likelihood="bernoulli")
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["init"])
+        return wmmsb.scvb0(*args, **kwargs)
+
+    monkeypatch.setattr(sgrld_module, "scvb0", spy)
+    for value in ("even", "random"):
+        wmmsb.sgrld(implicit, hyper, batch=4, scvb0_init=value)
+        sgrld_module.init(jax.random.key(0), implicit, hyper, batch=4, scvb0_init=value)
+    wmmsb.sgrld(implicit, hyper, batch=4)
+    assert seen == ["even", "even", "random", "random", sgrld_module.SCVB0_INIT]
 
 
 # ---------------------------------------------------------------- the stationary law

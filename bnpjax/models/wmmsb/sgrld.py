@@ -102,6 +102,8 @@ from bnpjax.ops import segment_sum
 
 __all__ = ["SGRLDInfo", "SGRLDState", "build_step", "init", "sgrld"]
 
+SCVB0_INIT = "assortative"  # the default start of sgrld's SCVB0 fit
+
 
 class SGRLDState(NamedTuple):
     r"""State of :func:`sgrld`: ``x`` the expanded mean of the memberships (``(N, K)``,
@@ -350,12 +352,14 @@ def _init(data, hyper, warm, key, *, likelihood, init="assortative", warm_steps=
     return SGRLDState(x, blocks, jnp.zeros((), jnp.int32), seed)
 
 
-def _warm_start(data, hyper, likelihood, init, batch, draws, links_per_node, init_passes):
-    """``(warm, warm_steps)`` of ``_init``: the SCVB0 fit's ``(init, step)`` (each visited
-    row replaced by its estimate, by SCVB0's default update: solved for the MMSB, which
-    finds the planted MMSB's communities, one pass for nb, which the solved rows leave lower
-    on fb_uc, AUC 0.80 against 0.83 at 10% of the links) and its number of steps, or
-    ``(None, 0)``."""
+def _warm_start(
+    data, hyper, likelihood, init, batch, draws, links_per_node, init_passes, scvb0_init
+):
+    """``(warm, warm_steps)`` of ``_init``: the SCVB0 fit's ``(init, step)`` (started from
+    ``scvb0_init``; each visited row replaced by its estimate, by SCVB0's default update:
+    solved for the MMSB, which finds the planted MMSB's communities, one pass for nb, which
+    the solved rows leave lower on fb_uc, AUC 0.80 against 0.83 at 10% of the links) and its
+    number of steps, or ``(None, 0)``."""
     if init != "scvb0":
         return None, 0
     fit = scvb0(
@@ -367,6 +371,7 @@ def _warm_start(data, hyper, likelihood, init, batch, draws, links_per_node, ini
         links_per_node=links_per_node,
         node_update=_node_update(None, likelihood),
         kappa_node=0.0,
+        init=scvb0_init,
         pointwise_log_likelihood=False,
     )
     steps = int(init_passes) * -(-_num_nodes(data) // batch)
@@ -383,8 +388,8 @@ def init(key, data: WMMSBData, hyper: WMMSBHyper, *, likelihood: str = "bernoull
     hyper : WMMSBHyper
     likelihood : {"bernoulli", "nb"}
     **settings
-        Other factory settings (``init``, ``init_passes``, ``batch``, ``draws`` and
-        ``links_per_node`` are read).
+        Other factory settings (``init``, ``init_passes``, ``scvb0_init``, ``batch``,
+        ``draws`` and ``links_per_node`` are read).
 
     Returns
     -------
@@ -401,8 +406,17 @@ def init(key, data: WMMSBData, hyper: WMMSBHyper, *, likelihood: str = "bernoull
         settings.get("draws", 64),
         settings.get("links_per_node", 128),
         settings.get("init_passes", 40),
+        _check_scvb0_init(settings.get("scvb0_init", SCVB0_INIT)),
     )
     return _init(data, hyper, warm, key, likelihood=likelihood, init=start, warm_steps=steps)
+
+
+def _check_scvb0_init(scvb0_init):
+    if not isinstance(scvb0_init, str) or scvb0_init not in ("assortative", "random", "even"):
+        raise ValueError(
+            f"scvb0_init must be 'assortative', 'random' or 'even', got {scvb0_init!r}"
+        )
+    return scvb0_init
 
 
 def _resolve_init(init, batch):
@@ -480,6 +494,7 @@ def sgrld(
     links_per_node: int = 128,
     init: str | None = None,
     init_passes: int = 40,
+    scvb0_init: str = SCVB0_INIT,
     _broken: str | None = None,
 ) -> SamplingAlgorithm:
     r"""Stochastic-gradient Riemannian Langevin dynamics for the MMSB / WMMSB, run by
@@ -532,6 +547,9 @@ def sgrld(
         ``"prior"``: the blocks from the prior.
     init_passes : int
         SCVB0 passes of ``init="scvb0"``.
+    scvb0_init : {"assortative", "random", "even"}
+        The start of that SCVB0 fit (the ``init`` of :func:`~bnpjax.models.wmmsb.scvb0`;
+        unused by the other starts).
 
     Returns
     -------
@@ -558,6 +576,7 @@ def sgrld(
     check_integer(draws, "draws", 1)
     init = _resolve_init(init, batch)
     check_integer(init_passes, "init_passes", 0)
+    _check_scvb0_init(scvb0_init)
     check_integer(links_per_node, "links_per_node", 1)
     if batch is None:
         if data.zmask.shape[0]:
@@ -572,7 +591,7 @@ def sgrld(
         longest = int(np.max(np.diff(ptr))) if ptr is not None else links_per_node
         max_degree = max(1, min(int(links_per_node), longest))
     warm, warm_steps = _warm_start(
-        data, hyper, likelihood, init, batch, draws, links_per_node, init_passes
+        data, hyper, likelihood, init, batch, draws, links_per_node, init_passes, scvb0_init
     )
     static = dict(
         likelihood=likelihood,
