@@ -50,7 +50,7 @@ def _shapes(data):
 
 def _draws(data, **settings):
     algorithm = fm.gibbs(data, rank=3, **settings)
-    result = run(algorithm, jax.random.key(5), 15, num_warmup=10, progress_bar=False)
+    result = run(algorithm, jax.random.key(5), 20, progress_bar=False)
     return result.trace["posterior"]
 
 
@@ -70,12 +70,6 @@ def test_bucketed_draws_equal_the_unpadded_draws():
     assert any(b.rows.shape[0] > p.rows.shape[0] != y.shape[0]
                for b, p in zip(padded.blocks, plain.blocks, strict=True))  # fmt: skip
     _assert_same_draws(_draws(padded), _draws(plain))
-    labels = (y > 0).astype(float)
-    _assert_same_draws(
-        _draws(fm.make_data(X, labels, likelihood="probit"), likelihood="probit"),
-        _draws(fm.make_data(X, labels, likelihood="probit", bucket_shapes=False),
-               likelihood="probit"),
-    )  # fmt: skip
 
 
 def test_bucketed_draws_equal_the_unpadded_draws_with_a_relation_block():
@@ -90,7 +84,7 @@ def test_bucketed_draws_equal_the_unpadded_draws_with_a_relation_block():
 def test_two_data_sets_in_one_bucket_compile_once():
     # two data sets of the same rows whose colours differ in features, entries and degree
     # profile: unpadded their shapes differ, bucketed they share every program
-    first, second = _design(1), _design(2)
+    first, second = _design(4, extra=False), _design(5, extra=False)  # one-hot, as ML-100K
     plain = [fm.make_data(X, y, bucket_shapes=False) for X, y in (first, second)]
     assert _shapes(plain[0]) != _shapes(plain[1])
     padded = [fm.make_data(X, y) for X, y in (first, second)]
@@ -108,18 +102,11 @@ def test_padding_never_changes_predictions():
     plain = fm.make_data(X, y, bucket_shapes=False)
     rng = np.random.default_rng(0)
     p = X.shape[1]
-    w, V = rng.normal(size=p), rng.normal(size=(p, 3))
+    w, V = jax.numpy.asarray(rng.normal(size=p)), jax.numpy.asarray(rng.normal(size=(p, 3)))
     for a, b in zip(_predict_parts(padded, 0.3, w, V), _predict_parts(plain, 0.3, w, V),
                     strict=True):  # fmt: skip
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(_group_row_sums(padded, w), _group_row_sums(plain, w))
-    # through the estimator: the fit and its predictions agree with the unpadded fit's
-    X_test, _ = _design(5, n=50)
-    fits = [
-        fm.FMRegressor(rank=2, bucket_shapes=bucket).fit(X, y, n_iter=12, n_kept_samples=6)
-        for bucket in (True, False)
-    ]
-    np.testing.assert_allclose(fits[0].predict(X_test), fits[1].predict(X_test), rtol=RTOL)
 
 
 def test_bucket_sizes_are_a_small_geometric_set():

@@ -280,7 +280,9 @@ def make_data(
     num_features = p + sum(widths)
     group = _groups(group_shapes, num_features)
     dtype = jnp.result_type(float)
-    blocks = colour_blocks(rows, cols, values, n, p, bucket_shapes=bool(bucket_shapes))
+    blocks = colour_blocks(
+        rows, cols, values, n, p, bucket_shapes=bool(bucket_shapes), total_features=num_features
+    )
     relations, offset = [], p
     for position, (block, width) in enumerate(zip(X_rel, widths, strict=True)):
         relations.append(

@@ -196,8 +196,9 @@ def bucket_size(m: int, low: int = 8) -> int:
 
 
 def colour_blocks(
-    rows, cols, values, num_rows: int, num_features: int, *, bucket_shapes: bool = False
-) -> tuple[FMBlock, ...]:
+    rows, cols, values, num_rows: int, num_features: int, *, bucket_shapes: bool = False,
+    total_features: int | None = None,
+) -> tuple[FMBlock, ...]:  # fmt: skip
     """Lay out the COO design ``(rows, cols, values)`` (``num_rows`` x ``num_features``) as
     colour blocks: the features of a colour never share a row (:func:`colour_features`), so
     a colour is one entry per covered row, its features ordered by decreasing degree, with
@@ -219,6 +220,9 @@ def colour_blocks(
         the shape of the design.
     bucket_shapes : bool
         pad the sizes to the geometric set of :func:`bucket_size` (see above).
+    total_features : int, optional
+        the number of features with those of the relation blocks (default
+        ``num_features``): the id of the padding features, out of range of every feature.
 
     Returns
     -------
@@ -245,7 +249,8 @@ def colour_blocks(
         position[features] = np.arange(len(features))
         local = position[f]
         if bucket_shapes:
-            blocks.append(_bucketed_block(r, local, v, features, degree, n, p, dtype))
+            pad_id = p if total_features is None else int(total_features)
+            blocks.append(_bucketed_block(r, local, v, features, degree, n, pad_id, dtype))
             continue
         blocks.append(
             FMBlock(
