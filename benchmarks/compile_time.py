@@ -22,12 +22,16 @@ time a user waits.
 
 Cases: ``fm100k`` (ML-100K u1, user and item one-hot, rank 10, 200 sweeps, 150 kept),
 ``fm1m`` (the ML-1M ratings here, 90/10 split seed 0, rank 32, same sweeps), and
+``fm100k-folds`` (ML-100K u1, then u2 in the same process, with the FM layout's sizes
+bucketed and not, :func:`bnpjax.models.fm.make_data`'s ``bucket_shapes``: what the second
+fold compiles, its fit and run time per sweep; ``--peer`` adds myFM's fits), and
 ``demo-MODEL`` for every ``bnpjax demo`` (its default settings, plots written to a temporary
 folder). ``--peer`` adds myFM (``pip install myfm``) on the FM cases, also in fresh processes:
 it has nothing to compile, so its first fit is its only fit.
 
     python benchmarks/compile_time.py                         # FM cases, default opt level
     python benchmarks/compile_time.py --cases fm100k --opt-levels default,1 --peer
+    python benchmarks/compile_time.py --cases fm100k-folds --peer
     python benchmarks/compile_time.py --cases demo-ibp,demo-fm,demo-linreg,demo-m3f,demo-ilfm
 """
 
@@ -178,6 +182,86 @@ def _worker_fm(case: str, peer: bool) -> dict:
     }
 
 
+def _worker_folds(bucket: bool, peer: bool) -> dict:
+    """ML-100K u1 then u2 in one process (``fm100k-folds``): what the second fold compiles
+    with the colour blocks' sizes bucketed or not, its run time per sweep, myFM on u2."""
+    import numpy as np
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from fm_movielens import one_hot_design
+
+    from bnpjax.datasets import movielens
+
+    data = movielens("ml-100k")
+    num_users, num_items = (int(data.ratings[:, k].max()) for k in (0, 1))
+    per_program, events, counts = _instrument()
+    from bnpjax.fm import FMRegressor
+
+    out = {}
+    for fold in ("u1", "u2"):
+        train, test = data.splits[fold]
+        X, y = one_hot_design(train, num_users, num_items), train[:, 2].astype(float)
+        X_test = one_hot_design(test, num_users, num_items)
+        if peer:
+            import myfm
+
+            t0 = time.perf_counter()
+            model = myfm.MyFMRegressor(rank=10, random_seed=0)
+            model.fit(X, y, n_iter=200, n_kept_samples=150)
+            out[fold] = {"fit_s": time.perf_counter() - t0}
+            continue
+        before = {k: dict(v) for k, v in per_program.items()}
+        backend = events.get("/jax/core/compile/backend_compile_duration", 0.0)
+        hits = counts.get("/jax/compilation_cache/cache_hits", 0)
+        misses = counts.get("/jax/compilation_cache/cache_misses", 0)
+        t0 = time.perf_counter()
+        model = FMRegressor(rank=10, random_state=0, bucket_shapes=bucket)
+        model.fit(X, y, n_iter=200, n_kept_samples=150)
+        fit_s = time.perf_counter() - t0
+        yhat = model.predict(X_test)
+        old = {k: before.get(k, {}) for k in per_program}
+        programs = sum(v["programs"] - old[k].get("programs", 0) for k, v in per_program.items())
+        driver = sum(
+            v["trace_s"]
+            + v["compile_s"]
+            - old[k].get("trace_s", 0.0)
+            - old[k].get("compile_s", 0.0)
+            for k, v in per_program.items()
+        )
+        out[fold] = {
+            "fit_s": fit_s,
+            "driver_programs": programs,
+            "driver_compile_s": driver,
+            "backend_compile_s": events.get("/jax/core/compile/backend_compile_duration", 0.0)
+            - backend,
+            "cache_hits": counts.get("/jax/compilation_cache/cache_hits", 0) - hits,
+            "cache_misses": counts.get("/jax/compilation_cache/cache_misses", 0) - misses,
+            "ms_per_sweep": 1e3 * model.timings_.get("sampling_s", 0.0) / 150,
+            "rmse": float(np.sqrt(np.mean((yhat - test[:, 2]) ** 2))),
+        }
+    return out
+
+
+def _folds(args) -> None:
+    """The ``fm100k-folds`` case: one fresh process per setting (no persistent cache)."""
+    rows = {}
+    if args.peer:
+        rows["myFM"] = _spawn("fm100k-folds", "off", "bnpjax", peer=True)
+    for bucket in ("on", "off"):
+        rows[f"bnpjax, bucketing {bucket}"] = _spawn(f"fm100k-folds-{bucket}", "off", "bnpjax")
+    print("\n== ML-100K u1 then u2 in one process, rank 10, 200 sweeps (150 kept)")
+    print(f"{'':24} {'fold':4} {'fit s':>6} {'programs':>8} {'compile s':>9} {'ms/sweep':>8} "
+          f"{'RMSE':>6}")  # fmt: skip
+    for label, result in rows.items():
+        for fold, r in result.items():
+            if fold not in ("u1", "u2"):
+                continue
+            nan = float("nan")
+            print(f"{label:24} {fold:4} {r['fit_s']:6.2f} {r.get('driver_programs', 0):8d} "
+                  f"{r.get('driver_compile_s', nan):9.2f} {r.get('ms_per_sweep', nan):8.2f} "
+                  f"{r.get('rmse', nan):6.4f}")  # fmt: skip
+
+
 def _worker_demo(model: str) -> dict:
     import contextlib
     import io
@@ -203,7 +287,12 @@ def _worker_demo(model: str) -> dict:
 
 
 def worker(case: str, peer: bool) -> None:
-    out = _worker_demo(case[5:]) if case.startswith("demo-") else _worker_fm(case, peer)
+    if case.startswith("fm100k-folds"):
+        out = _worker_folds(not case.endswith("-off"), peer)
+    elif case.startswith("demo-"):
+        out = _worker_demo(case[5:])
+    else:
+        out = _worker_fm(case, peer)
     print("RESULT " + json.dumps(out))
 
 
@@ -257,6 +346,9 @@ def main() -> None:
           f"bnpjax {bnpjax.__version__}")  # fmt: skip
     print("s: seconds; every row is a median over --repeats fresh processes")
     for case in args.cases.split(","):
+        if case == "fm100k-folds":
+            _folds(args)
+            continue
         peer = None
         if args.peer and case.startswith("fm"):
             peer = [_spawn(case, "off", "default", peer=True) for _ in range(args.repeats)]

@@ -62,6 +62,7 @@ def _case(likelihood, rank):
             likelihood=likelihood,
             group_shapes=[4, 5],
             standardize=False,
+            bucket_shapes=False,  # as recorded: the degree-bucket layout
         )
         algorithm = fm.gibbs(
             data, fm.make_hyper(**hyper_values()), rank=rank, likelihood=likelihood
@@ -79,6 +80,7 @@ def _relation_case():
         group_shapes=[3, 7],
         X_rel=[fm.RelationBlock(users, block)],
         standardize=False,
+        bucket_shapes=False,
     )
     algorithm = fm.gibbs(data, fm.make_hyper(**hyper_values()), rank=2)
     return algorithm, dict(key=jax.random.key(3), **RUN)

@@ -35,14 +35,44 @@ def _num_rows(data: FMData) -> int:
 
 
 def _gather_rows(vector, block: FMBlock, n: int):
-    return vector if block.rows.shape[0] == n else vector[block.rows]
+    """``vector[rows]``; the padding rows of a bucketed colour (out of range) read 0."""
+    if block.rows.shape[0] == n:
+        return vector
+    return vector.at[block.rows].get(mode="fill", fill_value=0)
 
 
 def _add_rows(vector, block: FMBlock, values, n: int):
-    """``vector[rows] += values``; a colour that covers every row is in row order already."""
+    """``vector[rows] += values``; a colour that covers every row is in row order already,
+    and the padding rows of a bucketed colour (out of range) are dropped."""
     if block.rows.shape[0] == n:
         return vector + values
-    return vector.at[block.rows].add(values, indices_are_sorted=True, unique_indices=True)
+    return vector.at[block.rows].add(
+        values, indices_are_sorted=True, unique_indices=True, mode="drop"
+    )
+
+
+def _feature_sums_of(block: FMBlock, H_pad, r_pad):
+    """Per feature of ``block``: ``sum_d h h'`` and ``sum_d h r`` over its entries, from the
+    rows of ``H_pad`` and ``r_pad`` (the entries plus a zero row) that the degree buckets
+    index; a bucketed block sums its segments' parts by feature."""
+    grams, sums = [], []
+    for index in block.buckets:
+        H_b = H_pad[index]
+        grams.append(jnp.einsum("mwk,mwl->mkl", H_b, H_b))
+        sums.append(jnp.einsum("mwk,mw->mk", H_b, r_pad[index]))
+    gram, hr = jnp.concatenate(grams), jnp.concatenate(sums)
+    if block.segment_feature is None:
+        return gram, hr
+    S, D = hr.shape
+    F = block.features.shape[0]
+    both = jnp.concatenate([gram.reshape(S, D * D), hr], axis=1)
+    both = jax.ops.segment_sum(both, block.segment_feature, F, indices_are_sorted=True)
+    return both[:, : D * D].reshape(F, D, D), both[:, D * D :]
+
+
+def _take_features(array, block: FMBlock, fill=0):
+    """``array[block.features]``; the padding features of a bucketed colour read ``fill``."""
+    return array.at[block.features].get(mode="fill", fill_value=fill)
 
 
 def _design_parts(rows, cols, values, num_rows: int, w, V):
@@ -70,8 +100,8 @@ def _predict_parts(data: FMData, b, w, V):
     squares = jnp.zeros((n,), w.dtype)
     for block in data.blocks:
         x = block.values
-        w_e = w[block.features][block.local]
-        V_e = V[block.features][block.local]  # (nnz_c, K)
+        w_e = _take_features(w, block)[block.local]
+        V_e = _take_features(V, block)[block.local]  # (nnz_c, K)
         linear = _add_rows(linear, block, x * w_e, n)
         q = _add_rows(q, block, x[:, None] * V_e, n)
         squares = _add_rows(squares, block, x**2 * jnp.sum(V_e**2, axis=1), n)
@@ -118,12 +148,7 @@ def _joint_block(noise, e, q, block, theta, prior_mean, prior_precision, noise_v
     residual = _gather_rows(e, block, n) + jnp.sum(theta_e * H, axis=1)
     H_pad = jnp.concatenate([H, jnp.zeros((1, D), H.dtype)])
     r_pad = jnp.concatenate([residual, jnp.zeros((1,), H.dtype)])
-    grams, sums = [], []
-    for index in block.buckets:
-        H_b = H_pad[index]
-        grams.append(jnp.einsum("mwk,mwl->mkl", H_b, H_b))
-        sums.append(jnp.einsum("mwk,mw->mk", H_b, r_pad[index]))
-    gram, hr = jnp.concatenate(grams), jnp.concatenate(sums)
+    gram, hr = _feature_sums_of(block, H_pad, r_pad)
     new = _gaussian_draw(gram, hr, prior_mean, prior_precision, noise, noise_var)
     delta = new - theta
     delta_e = delta[block.local]
@@ -289,7 +314,7 @@ def _group_row_sums(data: FMData, theta=None):
         one_hot = one_hot * theta[:, None]
     S = jnp.zeros((n, G), data.y.dtype)
     for block in data.blocks:
-        entries = block.values[:, None] * one_hot[block.features][block.local]
+        entries = block.values[:, None] * _take_features(one_hot, block)[block.local]
         S = _add_rows(S, block, entries, n)
     for relation in data.relations:
         num = relation.counts.shape[0]

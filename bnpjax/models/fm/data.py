@@ -213,8 +213,9 @@ def check_targets(
 
 
 def make_data(
-    X, y, *, likelihood: str = "gaussian", group_shapes=None, X_rel=(), standardize: bool = True
-) -> FMData:
+    X, y, *, likelihood: str = "gaussian", group_shapes=None, X_rel=(), standardize: bool = True,
+    bucket_shapes: bool = True,
+) -> FMData:  # fmt: skip
     """Validate a design and its targets and lay the design out for the sampler.
 
     Gaussian targets are standardised once, on the host in float64: ``y`` is stored as
@@ -248,6 +249,14 @@ def make_data(
         priors of :func:`make_hyper` are in the targets' units, and targets far from order 1
         (for instance ratings shifted by 1e6) need priors to match. Ignored for the probit
         and ordinal likelihoods, whose targets are labels.
+    bucket_shapes : bool
+        pad the colour blocks' sizes (features, entries, per-feature segments) to a geometric
+        set of sizes with steps of at most 25 %
+        (:func:`bnpjax.models.fm.layout.bucket_size`), so that another fold or a grown data
+        set of similar size reuses the compiled sweep. The padding contributes exact zeros:
+        the draws equal those of the unpadded layout (``False``) up to the rounding of the
+        per-feature sums, whose summation order differs. The number of rows and the relation
+        blocks are not padded.
 
     Returns
     -------
@@ -271,7 +280,9 @@ def make_data(
     num_features = p + sum(widths)
     group = _groups(group_shapes, num_features)
     dtype = jnp.result_type(float)
-    blocks = colour_blocks(rows, cols, values, n, p)
+    blocks = colour_blocks(
+        rows, cols, values, n, p, bucket_shapes=bool(bucket_shapes), total_features=num_features
+    )
     relations, offset = [], p
     for position, (block, width) in enumerate(zip(X_rel, widths, strict=True)):
         relations.append(

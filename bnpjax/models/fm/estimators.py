@@ -62,6 +62,7 @@ class _BayesianFM:
         fit_w0: bool = True,
         fit_linear: bool = True,
         progress_bar: bool = False,
+        bucket_shapes: bool = True,
     ):
         self.rank = rank
         self.init_stdev = init_stdev
@@ -70,6 +71,7 @@ class _BayesianFM:
         self.fit_w0 = fit_w0
         self.fit_linear = fit_linear
         self.progress_bar = progress_bar
+        self.bucket_shapes = bucket_shapes
 
     # labels <-> internal targets (overridden by the classifiers)
     def _encode(self, y):
@@ -107,8 +109,9 @@ class _BayesianFM:
         check_start_scale(self.init_stdev, "init_stdev")
         targets = self._encode(y)
         data = make_data(
-            X, targets, likelihood=self.likelihood, group_shapes=group_shapes, X_rel=X_rel
-        )
+            X, targets, likelihood=self.likelihood, group_shapes=group_shapes, X_rel=X_rel,
+            bucket_shapes=self.bucket_shapes,
+        )  # fmt: skip
         self.n_features_ = int(data.group.shape[0])
         self.relation_widths_ = relation_widths(X_rel or ())
         self.n_columns_ = self.n_features_ - sum(self.relation_widths_)

@@ -43,6 +43,7 @@ from bnpjax.models.fm.conditionals import (
     _predict_parts,
     _relation_sweep,
     _scale_block,
+    _take_features,
 )
 from bnpjax.models.fm.data import (
     LIKELIHOODS,
@@ -133,12 +134,13 @@ def _step(
         prior_mean = jnp.concatenate(means, axis=1)
         prior_precision = jnp.concatenate(precisions, axis=1)
         noise = jax.random.normal(keys[3], theta.shape, theta.dtype)
-        for block in data.blocks:
-            f = block.features
+        for block in data.blocks:  # a bucketed block's padding features: see FMBlock
             new, e, q = joint_block(
-                noise[f], e, q, block, theta[f], prior_mean[f], prior_precision[f], noise_var, n
-            )
-            theta = theta.at[f].set(new)
+                _take_features(noise, block), e, q, block, _take_features(theta, block),
+                _take_features(prior_mean, block), _take_features(prior_precision, block, 1),
+                noise_var, n,
+            )  # fmt: skip
+            theta = theta.at[block.features].set(new, mode="drop")
         for position, relation in enumerate(data.relations):
             theta, e, q = _relation_sweep(
                 jax.random.fold_in(keys[4], position),

@@ -28,10 +28,12 @@ import numpy as np
 from bnpjax.infer.checks import check_dtype_range, check_real_array
 
 __all__ = [
+    "SEGMENT_WIDTH",
     "FMBlock",
     "FMChunks",
     "FMRelation",
     "RelationBlock",
+    "bucket_size",
     "colour_blocks",
     "colour_features",
     "relation_design",
@@ -46,13 +48,22 @@ class FMBlock(NamedTuple):
     as a position in ``features``, ``values`` (nnz_c,), ``features`` (p_c,) global ids ordered
     by decreasing number of entries. ``buckets``: the entries of each feature for the
     per-feature sums, as index matrices (features of similar degree padded to a common width
-    with the index ``nnz_c``, a zero entry); their rows follow ``features`` in order."""
+    with the index ``nnz_c``, a zero entry); their rows follow ``features`` in order.
+
+    Bucketed (``segment_feature`` given, :func:`colour_blocks` with ``bucket_shapes``): the
+    sizes are padded to :func:`bucket_size` so that similar designs share the compiled
+    programs. ``features`` ends with out-of-range ids ``p`` (reads fill, writes drop),
+    ``rows`` with out-of-range rows ``n, n + 1, ...`` of value 0 (unless the colour covers
+    every row), and ``buckets`` is one index matrix (S, ``SEGMENT_WIDTH``): each feature's
+    entries cut into segments (padding: the zero entry), ``segment_feature`` (S,) the
+    position of each segment's feature (padding: ``len(features)``, dropped by the sum)."""
 
     rows: jax.Array
     local: jax.Array
     values: jax.Array
     features: jax.Array
     buckets: tuple[jax.Array, ...]
+    segment_feature: jax.Array | None = None
 
 
 class RelationBlock(NamedTuple):
@@ -170,11 +181,36 @@ def colour_features(rows, cols, num_rows: int, num_features: int) -> np.ndarray:
     return colour
 
 
-def colour_blocks(rows, cols, values, num_rows: int, num_features: int) -> tuple[FMBlock, ...]:
+#: entries per segment of a bucketed colour's per-feature sums (:func:`colour_blocks`)
+SEGMENT_WIDTH = 16
+
+
+def bucket_size(m: int, low: int = 8) -> int:
+    """The smallest size ``>= m`` (and ``>= low``) of the form ``a 2^e``, ``a`` in 4..7: a
+    geometric set with steps of at most 25 %, so that data of similar size share a size."""
+    m = max(int(m), int(low), 1)
+    if m <= 4:
+        return m
+    e = (m - 1).bit_length() - 3  # 2^(e+2) < m <= 2^(e+3)
+    return -(-m // (1 << e)) << e
+
+
+def colour_blocks(
+    rows, cols, values, num_rows: int, num_features: int, *, bucket_shapes: bool = False,
+    total_features: int | None = None,
+) -> tuple[FMBlock, ...]:  # fmt: skip
     """Lay out the COO design ``(rows, cols, values)`` (``num_rows`` x ``num_features``) as
     colour blocks: the features of a colour never share a row (:func:`colour_features`), so
     a colour is one entry per covered row, its features ordered by decreasing degree, with
     the degree buckets of its per-feature sums.
+
+    With ``bucket_shapes`` every data-dependent size of a colour is padded to
+    :func:`bucket_size` (its features, its entries unless it covers every row, and the
+    segments of ``SEGMENT_WIDTH`` entries that replace the degree buckets), so that another
+    fold or a grown data set of similar size reuses the compiled sweep. Padding contributes
+    exact zeros: padded entries have value 0 and rows out of range, padded segments point to
+    a zero entry, padded features have out-of-range ids; only the summation order of the
+    per-feature sums differs from the unpadded layout.
 
     Parameters
     ----------
@@ -182,6 +218,11 @@ def colour_blocks(rows, cols, values, num_rows: int, num_features: int) -> tuple
         the design's nonzero entries, as :func:`to_coo` returns them.
     num_rows, num_features : int
         the shape of the design.
+    bucket_shapes : bool
+        pad the sizes to the geometric set of :func:`bucket_size` (see above).
+    total_features : int, optional
+        the number of features with those of the relation blocks (default
+        ``num_features``): the id of the padding features, out of range of every feature.
 
     Returns
     -------
@@ -207,6 +248,10 @@ def colour_blocks(rows, cols, values, num_rows: int, num_features: int) -> tuple
         position = np.full(p, -1, np.int64)
         position[features] = np.arange(len(features))
         local = position[f]
+        if bucket_shapes:
+            pad_id = p if total_features is None else int(total_features)
+            blocks.append(_bucketed_block(r, local, v, features, degree, n, pad_id, dtype))
+            continue
         blocks.append(
             FMBlock(
                 rows=jnp.asarray(r, jnp.int32),
@@ -217,6 +262,41 @@ def colour_blocks(rows, cols, values, num_rows: int, num_features: int) -> tuple
             )
         )
     return tuple(blocks)
+
+
+def _bucketed_block(rows, local, values, features, degree, n, p, dtype) -> FMBlock:
+    """One colour with its sizes padded to :func:`bucket_size` (:class:`FMBlock`)."""
+    nnz = len(rows)
+    if nnz != n:  # padding rows n, n + 1, ...: distinct, sorted, out of range (writes drop)
+        pad = bucket_size(nnz) - nnz
+        rows = np.concatenate([rows, n + np.arange(pad)])
+        local = np.concatenate([local, np.zeros(pad, np.int64)])
+        values = np.concatenate([values, np.zeros(pad)])
+    num = bucket_size(len(features))
+    padded_features = np.concatenate([features, np.full(num - len(features), p)])
+    width = SEGMENT_WIDTH
+    entries = np.argsort(local[:nnz], kind="stable")  # real entries by feature
+    starts = np.concatenate([[0], np.cumsum(degree)])
+    pieces = -(-degree // width)  # segments per feature (none for a feature without entries)
+    total = int(pieces.sum())
+    S = bucket_size(total)
+    owner = np.concatenate([np.repeat(np.arange(len(features)), pieces), np.full(S - total, num)])
+    index = np.full((S, width), len(rows), np.int64)  # the zero entry after the last
+    segment = 0
+    for i in range(len(features)):
+        take = entries[starts[i] : starts[i + 1]]
+        for k in range(int(pieces[i])):
+            part = take[k * width : (k + 1) * width]
+            index[segment, : len(part)] = part
+            segment += 1
+    return FMBlock(
+        rows=jnp.asarray(rows, jnp.int32),
+        local=jnp.asarray(local, jnp.int32),
+        values=jnp.asarray(values, dtype),
+        features=jnp.asarray(padded_features, jnp.int32),
+        buckets=(jnp.asarray(index, jnp.int32),),
+        segment_feature=jnp.asarray(owner, jnp.int32),
+    )
 
 
 def _degree_buckets(local: np.ndarray, degree: np.ndarray) -> tuple[jax.Array, ...]:
