@@ -6,6 +6,7 @@ from bnpjax.testing.geweke import (
     GewekeCase,
     GewekeResult,
     default_test_functions,
+    exact_start_test,
     geweke_test,
     run_geweke_case,
 )
@@ -15,6 +16,7 @@ __all__ = [
     "GewekeCase",
     "GewekeResult",
     "default_test_functions",
+    "exact_start_test",
     "float_precision",
     "geweke_test",
     "run_geweke_case",

@@ -1,0 +1,159 @@
+"""The moves of pairs of features of bnpjax.infer.ibp_split_merge, each on its own, by exact
+starts: many independent chains from exact draws of a linear-Gaussian latent feature model
+(``Z`` from the IBP buffer law, ``A`` from its prior, ``X`` given both), the move applied
+repeatedly with ``X`` fixed, and the statistics after the moves compared with those at the
+start (:func:`bnpjax.testing.exact_start_test`). A move that leaves ``p(Z, A | X)`` invariant
+keeps the joint law at every step, so the paired differences have mean zero, with a standard
+error from independent chains. Each move has a broken twin that must fail by a wide margin.
+
+The model is sized for the moves to matter: four rows, a likelihood sharp enough that rows
+prefer some allocations to others (the allocation probabilities, the part of the ratio a slip
+would drop, are far from uniform) and an IBP with about three features, so that most draws
+have a pair to merge or reallocate and an empty column to split into."""
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from bnpjax.infer.ibp_split_merge import (
+    buffer_log_prior,
+    reallocation_log_proposal_ratio,
+    reallocation_pass,
+    split_merge_log_proposal_ratio,
+    split_merge_pass,
+)
+from bnpjax.priors.ibp import sample_buffet
+from bnpjax.testing import exact_start_test
+
+ROWS, DIMS, CAPACITY = 4, 2, 10
+ALPHA, SIGMA_X, SIGMA_A = 1.5, 0.5, 1.0
+
+
+def prior_sample(key):
+    """``(Z, A)`` from the block's target without data: the IBP in a buffer, its columns in a
+    uniformly random order (the buffer law spreads a class evenly over arrangements; the
+    buffet process fills the first columns), and every row of ``A`` from its prior. A draw
+    with more features than the buffer holds is kept truncated: the moves keep the number of
+    active columns or flag the buffer full, and the statistics compare a state with its own
+    start, so the rare truncated draw (P(K+ > 10) < 1e-4) is no error."""
+    key_z, key_perm, key_a = jax.random.split(key, 3)
+    Z = sample_buffet(key_z, ALPHA, ROWS, CAPACITY).Z.astype(float)
+    Z = Z[:, jax.random.permutation(key_perm, CAPACITY)]
+    A = SIGMA_A * jax.random.normal(key_a, (CAPACITY, DIMS))
+    return Z, A
+
+
+def data_sample(key, state):
+    Z, A = state
+    return Z @ A + SIGMA_X * jax.random.normal(key, (ROWS, DIMS))
+
+
+def _targets(X):
+    """The block's two targets given ``X``: the model's log density but the IBP prior of
+    ``Z``, and its ``(N,)`` terms of each row of ``Z`` (the rows are conditionally
+    independent)."""
+
+    def rows(Z, A):
+        return -0.5 * jnp.sum((X - Z @ A) ** 2, axis=1) / SIGMA_X**2
+
+    def target(Z, A):
+        return jnp.sum(rows(Z, A)) - 0.5 * jnp.sum(A**2) / SIGMA_A**2
+
+    return target, rows
+
+
+def _kernel(move):
+    from bnpjax.infer import SamplingAlgorithm
+
+    def kernel(X):
+        target, rows = _targets(X)
+
+        def step(key, state):
+            Z, A = state
+            out = move(key, Z, A, ALPHA, target, rows, num_proposals=5)
+            return (out[0], out[1]), None
+
+        return SamplingAlgorithm(init=None, step=step)
+
+    return kernel
+
+
+def statistics(state, X):
+    Z, A = state
+    m = jnp.sum(Z, 0)
+    active = m > 0
+    return {
+        "K+": jnp.sum(active).astype(float),
+        "sum Z": jnp.sum(Z),
+        "sum m^2": jnp.sum(m**2),
+        "pairs held together": jnp.sum(Z.T @ Z) - jnp.sum(m),
+        "<X, ZA>": jnp.sum(X * (Z @ A)),
+        "sum A^2 (active)": jnp.sum(jnp.where(active[:, None], A**2, 0.0)),
+        "log pi(Z)": buffer_log_prior(Z, ALPHA),
+    }
+
+
+def _run(move, seed=0):
+    return exact_start_test(
+        jax.random.key(seed),
+        prior_sample=prior_sample,
+        data_sample=data_sample,
+        kernel=_kernel(move),
+        test_functions=statistics,
+        num_chains=10_000,
+        num_steps=10,
+    )
+
+
+def _reverse_forgotten(log_q_reverse, log_q_forward):
+    return reallocation_log_proposal_ratio(0.0, log_q_forward)
+
+
+def _both_forgotten(log_q_reverse, log_q_forward):
+    return 0.0
+
+
+def _allocation_forgotten(merge, num_active, num_empty, log_q_alloc):
+    return split_merge_log_proposal_ratio(merge, num_active, num_empty, 0.0)
+
+
+def _counts_off_by_one(merge, num_active, num_empty, log_q_alloc):
+    # the split's choice of an empty column counted among E + 1 instead of E
+    return split_merge_log_proposal_ratio(merge, num_active, num_empty + 1, log_q_alloc)
+
+
+MOVES = {
+    "reallocation": (
+        reallocation_pass,
+        {
+            "reverse probability forgotten": _reverse_forgotten,
+            "both probabilities forgotten": _both_forgotten,
+        },
+    ),
+    "split-merge": (
+        split_merge_pass,
+        {
+            "allocation probability forgotten": _allocation_forgotten,
+            "empty columns miscounted": _counts_off_by_one,
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MOVES))
+def test_move_keeps_the_posterior(name):
+    move, _ = MOVES[name]
+    result = _run(move)
+    assert result.passed, f"{name}\n{result}"
+
+
+@pytest.mark.parametrize(
+    ("name", "twin"), [(name, twin) for name, (_, twins) in MOVES.items() for twin in twins]
+)
+def test_broken_twin_fails(name, twin):
+    move, twins = MOVES[name]
+    result = _run(partial(move, log_proposal_ratio=twins[twin]))
+    assert not result.passed, f"{name}, {twin}\n{result}"
+    assert result.max_abs_z > 2 * result.threshold, f"{name}, {twin}\n{result}"
