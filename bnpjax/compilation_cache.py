@@ -15,7 +15,11 @@ predictions, the small eager programs of the data layout, and the user's own jit
 writes about 80 of them, 0.75 MB in all); the folder is
 capped at :data:`MAX_CACHE_BYTES` (least recently used entries are evicted). The key includes
 the program, the jax and jaxlib versions, the device and the XLA flags, so a stale entry is
-never used: it is just not found.
+never used: it is just not found. It also holds the cache folder's own path (JAX passes a GPU
+autotuning folder inside it to XLA among the compile options, on every backend, jax 0.10), so a
+cache copied or moved to another folder is not found either: point every process at the same
+folder (measured 2026-11-27: a test module's 91 programs, all found again from the folder that
+wrote them, none from a copy of it elsewhere).
 """
 
 from __future__ import annotations
