@@ -140,6 +140,13 @@ def _check_capacity(num_exceeded: int, where: str) -> None:
         )
 
 
+def _z_score(difference: float, std_error: float) -> float:
+    """``difference / std_error``; a zero error gives 0 for no difference, else signed inf."""
+    if std_error > 0:
+        return difference / std_error
+    return 0.0 if difference == 0 else math.copysign(math.inf, difference)
+
+
 def _check_level(level: float) -> None:
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
@@ -235,7 +242,7 @@ def geweke_test(
         var_sc = np.var(sc, ddof=1)
         se = math.sqrt(np.var(mc, ddof=1) / mc.size + var_sc / ess)
         diff = mc.mean() - sc.mean()
-        z = diff / se if se > 0 else (0.0 if diff == 0 else math.copysign(math.inf, diff))
+        z = _z_score(diff, se)
         out["mean_marginal"][name] = float(mc.mean())
         out["mean_successive"][name] = float(sc.mean())
         out["std_error"][name] = float(se)
@@ -343,7 +350,7 @@ def exact_start_test(
         d = g1 - g0
         se = float(np.std(d, ddof=1) / math.sqrt(d.size))
         mean = float(d.mean())
-        z = mean / se if se > 0 else (0.0 if mean == 0 else math.copysign(math.inf, mean))
+        z = _z_score(mean, se)
         out["mean_marginal"][name] = float(g0.mean())
         out["mean_successive"][name] = float(g1.mean())
         out["std_error"][name] = se
