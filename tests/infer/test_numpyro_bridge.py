@@ -20,11 +20,13 @@ from bnpjax.models import ibp_lg, ilfm
 from bnpjax.priors import IndianBuffetProcess, capacity_for
 
 
-def _ibp_algorithm(capacity=32, num_obs=20, **kwargs):
+def _ibp_algorithm(capacity=16, num_obs=20, **kwargs):
     bars = synthetic.bars(0, num_obs=num_obs)
     # unstandardised: the state's sigma_x is then the traced one (the tests compare them)
     data = ibp_lg.make_data(bars["X"], standardize=False)
-    return ibp_lg.parallel_gibbs(data, capacity=capacity, **kwargs)
+    # the collapsed sampler: the bridge is the same for every kernel, and its programs compile
+    # in about half the row-parallel sampler's time
+    return ibp_lg.collapsed_gibbs(data, capacity=capacity, **kwargs)
 
 
 def _mcmc(kernel, num_warmup, num_samples, num_chains=2, chain_method="vectorized"):
