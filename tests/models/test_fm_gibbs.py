@@ -69,9 +69,11 @@ def test_protocol_levels_and_deprecated_names():
     algorithm = fm.gibbs(data, hyper, rank=2, init_scale=0.2)
     state = fm.init(jax.random.key(0), data, hyper, rank=2, init_scale=0.2)
     np.testing.assert_array_equal(state.V, algorithm.init(jax.random.key(0)).V)
-    step = fm.build_step()
+    # compiled, not op by op: the sweep's scans and its few hundred small operations would
+    # each compile on their own (most of this test's time with an empty compilation cache)
+    step = jax.jit(fm.build_step())
     new, info = step(jax.random.key(1), state, data, hyper)
-    expected, _ = algorithm.step(jax.random.key(1), state)
+    expected, _ = jax.jit(algorithm.step)(jax.random.key(1), state)
     np.testing.assert_allclose(new.V, expected.V, rtol=1e-12)
     assert info.log_likelihood.shape == (60,)
     with pytest.warns(FutureWarning, match="init_scale"):

@@ -159,8 +159,9 @@ def test_bad_input():
 
 
 def _first_step(algorithm):
-    state = algorithm.init(jax.random.key(0))
-    return algorithm.step(jax.random.key(1), state)
+    # compiled whole: op by op, each of the sweep's scans and small operations compiles alone
+    state = jax.jit(algorithm.init)(jax.random.key(0))
+    return jax.jit(algorithm.step)(jax.random.key(1), state)
 
 
 def test_alpha_prior_spelling():
