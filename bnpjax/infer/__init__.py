@@ -45,6 +45,7 @@ __all__ = [
     "Checkpoint",
     "ConvergenceWarning",
     "FitResult",
+    "GrowthReport",
     "IBPGibbs",
     "KernelBlock",
     "NonFiniteStateError",
@@ -72,6 +73,7 @@ __all__ = [
     "pooled_draws",
     "resume",
     "run",
+    "run_with_growth",
     "sample",
     "save_checkpoint",
     "to_inference_data",
@@ -88,6 +90,10 @@ def __getattr__(name):
         from bnpjax.infer import ibp_gibbs
 
         return ibp_gibbs.IBPGibbs
+    if name in ("run_with_growth", "GrowthReport"):
+        from bnpjax.infer import ibp_growth
+
+        return getattr(ibp_growth, name)
     if name == "KernelBlock":
         from bnpjax.infer import kernel_block
 
