@@ -138,7 +138,8 @@ def run_with_growth(
     Raises
     ------
     ValueError
-        Before anything is traced: ``mcmc`` not an ``MCMC``, or already warmed up; no
+        Before anything is traced: ``mcmc`` not an ``MCMC``, already warmed up, or built
+        with ``jit_model_args=True`` (the capacity would be traced); no
         ``IBPGibbs`` block; a capacity argument missing from ``kwargs``, not a positive
         integer, or not a keyword of the model; ``max_capacity`` below a capacity.
     RuntimeError
@@ -154,6 +155,12 @@ def run_with_growth(
         raise ValueError(
             "mcmc has a post_warmup_state: run_with_growth runs the warmup itself and may "
             "start again from the beginning; give it a fresh MCMC"
+        )
+    if getattr(mcmc, "_jit_model_args", False):
+        raise ValueError(
+            "mcmc has jit_model_args=True: the model's arguments are traced, so a capacity "
+            "passed to it cannot shape the IndianBuffetProcess; build the MCMC with "
+            "jit_model_args=False (the default)"
         )
     names = (capacity_arg,) if isinstance(capacity_arg, str) else tuple(capacity_arg)
     if not names or not all(isinstance(n, str) for n in names):

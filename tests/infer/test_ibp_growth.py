@@ -102,6 +102,11 @@ def _fixed(X, size=4):
             "no IBPGibbs block",
         ),
         (_mcmc, {}, "'capacity' is not among the model's keyword arguments"),
+        (
+            lambda: MCMC(_mcmc().sampler, num_warmup=1, num_samples=1, jit_model_args=True),
+            {"capacity": 4},
+            "jit_model_args=True",
+        ),
         (_mcmc, {"capacity": 0}, "capacity must be a positive integer"),
         (_mcmc, {"capacity": 2.5}, "capacity must be a positive integer"),
         (_mcmc, {"capacity": 8, "max_capacity": 4}, "max_capacity"),
