@@ -12,7 +12,9 @@ Each is run twice: with an ``IndianBuffetProcess`` site sampled by ``IBPGibbs`` 
 every entry, births and deaths of features with their weights) and NUTS for the continuous
 sites, and as the fixed-K beta-Bernoulli truncation (``pi_k ~ Beta(alpha / K, 1)``) sampled by
 ``DiscreteHMCGibbs(NUTS)``. ArviZ gives the summaries with R-hat and ESS, the trace plots and
-PSIS-LOO of the two.
+PSIS-LOO of the two. The IBP fits run through ``bnpjax.infer.run_with_growth``: the models take
+their capacity as a keyword argument, and a run in which a chain needed more feature columns
+than the buffer had starts again with twice the room.
 
 Run from the repository root: ``python examples/numpyro_latent_features.py``
 (``--quick`` for short chains).
@@ -31,7 +33,7 @@ import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS, DiscreteHMCGibbs, Gibbs
 
 from bnpjax.datasets import synthetic
-from bnpjax.infer import IBPGibbs
+from bnpjax.infer import IBPGibbs, run_with_growth
 from bnpjax.priors import IndianBuffetProcess
 
 matplotlib.use("Agg")
@@ -49,22 +51,23 @@ logits = 4.0 * (bars["Z"] @ bars["A"]) - 2.0
 X_binary = (rng.random(logits.shape) < 1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
 
 
-def features(name, alpha, num_rows, truncated):
-    """The binary feature matrix: an IBP site, or the beta-Bernoulli truncation with
-    ``CAPACITY`` columns (which tends to the IBP as the truncation grows)."""
+def features(name, alpha, num_rows, truncated, capacity):
+    """The binary feature matrix: an IBP site with a buffer of ``capacity`` columns, or the
+    beta-Bernoulli truncation with ``capacity`` columns (which tends to the IBP as the
+    truncation grows)."""
     if not truncated:
-        return numpyro.sample(name, IndianBuffetProcess(alpha, num_rows, capacity=CAPACITY))
-    with numpyro.plate("features", CAPACITY):
-        pi = numpyro.sample("pi", dist.Beta(alpha / CAPACITY, 1.0))
-    with numpyro.plate("rows", num_rows, dim=-2), numpyro.plate("cols", CAPACITY, dim=-1):
+        return numpyro.sample(name, IndianBuffetProcess(alpha, num_rows, capacity=capacity))
+    with numpyro.plate("features", capacity):
+        pi = numpyro.sample("pi", dist.Beta(alpha / capacity, 1.0))
+    with numpyro.plate("rows", num_rows, dim=-2), numpyro.plate("cols", capacity, dim=-1):
         return numpyro.sample(name, dist.Bernoulli(pi))
 
 
-def robust_model(X, truncated=False):
+def robust_model(X, truncated=False, capacity=CAPACITY):
     N, D = X.shape
     alpha = numpyro.sample("alpha", dist.Gamma(1.0, 1.0))
-    Z = features("Z", alpha, N, truncated)
-    A = numpyro.sample("A", dist.Normal(0.0, 1.0).expand([CAPACITY, D]).to_event(2))
+    Z = features("Z", alpha, N, truncated, capacity)
+    A = numpyro.sample("A", dist.Normal(0.0, 1.0).expand([capacity, D]).to_event(2))
     sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
     # plates over the entries: the pointwise log-likelihood ArviZ needs for LOO, and what
     # tells IBPGibbs that rows are conditionally independent given A and sigma
@@ -72,11 +75,11 @@ def robust_model(X, truncated=False):
         numpyro.sample("X", dist.StudentT(4.0, Z @ A, sigma), obs=X)
 
 
-def binary_model(X, truncated=False):
+def binary_model(X, truncated=False, capacity=CAPACITY):
     N, D = X.shape
     alpha = numpyro.sample("alpha", dist.Gamma(1.0, 1.0))
-    Z = features("Z", alpha, N, truncated)
-    A = numpyro.sample("A", dist.Normal(0.0, 3.0).expand([CAPACITY, D]).to_event(2))
+    Z = features("Z", alpha, N, truncated, capacity)
+    A = numpyro.sample("A", dist.Normal(0.0, 3.0).expand([capacity, D]).to_event(2))
     bias = numpyro.sample("bias", dist.Normal(0.0, 3.0).expand([D]).to_event(1))
     with numpyro.plate("data_rows", N, dim=-2), numpyro.plate("data_cols", D, dim=-1):
         numpyro.sample("X", dist.Bernoulli(logits=Z @ A + bias), obs=X)
@@ -97,7 +100,12 @@ def fit(model, X, truncated, seed):
         chain_method="parallel",
         progress_bar=False,
     )
-    mcmc.run(jax.random.key(seed), jnp.asarray(X), truncated=truncated)
+    if truncated:
+        mcmc.run(jax.random.key(seed), jnp.asarray(X), truncated=True, capacity=CAPACITY)
+    else:
+        grown = run_with_growth(mcmc, jax.random.key(seed), jnp.asarray(X), capacity=CAPACITY)
+        if grown.num_restarts:
+            print(f"   the buffer grew to {grown.capacity['capacity']} columns")
     k_plus = (mcmc.get_samples(group_by_chain=True)["Z"].sum(-2) > 0).sum(-1)
     idata = az.from_numpyro(mcmc)
     idata.posterior["K+"] = (("chain", "draw"), np.asarray(k_plus))

@@ -67,7 +67,9 @@ def _ibp_block_states(kernel, state=None):
 
     if isinstance(kernel, IBPGibbs):
         return [(kernel, state)]
-    blocks = getattr(kernel, "blocks", None) or ()
+    blocks = getattr(kernel, "blocks", None)
+    if not blocks:  # another sampler (NUTS, HMC, a DiscreteGibbs): no IBP site of its own
+        return []
     states = (None,) * len(blocks) if state is None else state.block_states
     found = []
     for (block, _), block_state in zip(blocks, states, strict=True):

@@ -74,6 +74,24 @@ def test_a_run_with_enough_room_is_not_started_again(X):
     assert report.num_restarts == 0 and report.capacity == {"capacity": 16}
 
 
+def test_overflows_are_counted_through_composites_beside_other_samplers():
+    """Gibbs([(IBPGibbs, ...), (NUTS, None)]): the NUTS block's state has no blocks of its own
+    and holds no IBP site; nested composites are walked."""
+    from types import SimpleNamespace
+
+    from bnpjax.infer.ibp_growth import _num_overflows
+
+    ibp = IBPGibbs(model)
+    nuts = NUTS(model)
+    state = SimpleNamespace(num_overflows=np.array([0, 2]))  # two chains
+    hmc_state = SimpleNamespace(z={}, potential_energy=0.0)
+    inner = SimpleNamespace(blocks=[(ibp, ["Z", "A"]), (nuts, None)])
+    outer = SimpleNamespace(blocks=[(inner, ["Z", "A"]), (nuts, None)])
+    inner_state = SimpleNamespace(block_states=(state, hmc_state))
+    assert _num_overflows(outer, SimpleNamespace(block_states=(inner_state, hmc_state))) == 2
+    assert _num_overflows(nuts, hmc_state) == 0
+
+
 def test_growth_stops_at_max_capacity(X):
     with pytest.raises(RuntimeError, match="max_capacity=2"):
         run_with_growth(_mcmc(num_warmup=2), jax.random.key(0), X, capacity=1, max_capacity=2)
