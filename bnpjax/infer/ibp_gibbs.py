@@ -38,7 +38,10 @@ moves), is in :mod:`bnpjax.infer.ibp_moves`; in short, one sweep per IBP site is
      in two, the reverse (:mod:`bnpjax.infer.ibp_split_merge`): the way out of modes that
      hold one feature as two copies held by disjoint rows, or as two parts held by the same
      rows; as many reallocations shear one feature's parameters by a multiple of another's and
-     send the rows of both where their likelihood puts them (two features in another basis).
+     send the rows of both where their likelihood puts them (two features in another basis);
+     ``anchored_splits`` proposals split a feature with both halves' parameters drawn where
+     the data put them (a launch from two anchor rows, Jain & Neal's scheme), or merge two
+     with the merged parameters so drawn: the way out of modes that hold two features as one.
    * **without** (``["Z"]`` only): Meeds et al. (2007)'s Metropolis-Hastings move that removes
      a row's singleton features and proposes ``Poisson(alpha / N)`` new ones in empty columns,
      accepted by the likelihood ratio. A new feature's parameters are then the values another
@@ -79,6 +82,8 @@ Griffiths, T. L. & Ghahramani, Z. (2011). The Indian buffet process: an introduc
 review. JMLR 12, 1185-1224.
 Meeds, E., Ghahramani, Z., Neal, R. & Roweis, S. (2007). Modeling dyadic data with binary
 latent factors. NIPS 19.
+Jain, S. & Neal, R. M. (2007). Splitting and merging components of a nonconjugate Dirichlet
+process mixture model. Bayesian Analysis 2, 445-472.
 """
 
 from __future__ import annotations
@@ -179,6 +184,16 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
         reverse; one feature's parameters sheared by a multiple of another's with the rows of
         both reallocated (:mod:`bnpjax.infer.ibp_split_merge`, which says why each is exact).
         They let the chain leave modes that hold one feature as two, or two in another basis.
+    anchored_splits
+        Further merge or split proposals per sweep (default 2; 0: none) whose split draws both
+        features' parameters from Laplace approximations of their conditionals, after a
+        launch that clusters the rows from two anchor rows
+        (:func:`bnpjax.infer.ibp_split_merge.anchored_split_merge_pass`, which says why it is
+        exact): the way out of modes that hold two features as one, which the splits above
+        leave only by luck (their new feature's parameters are a prior draw). Under a
+        Student-t likelihood on bars, 4 chains of 350 sweeps ended with ``K_+`` 2-3 and a log
+        density 250-400 higher with them than with ``K_+`` 0-1 without them; each proposal
+        costs about eight Laplace approximations.
 
     Use it as ``Gibbs([(IBPGibbs(model), ["Z", "A"]), (NUTS(model), None)])`` (several IBP
     sites may be listed, or given to several blocks); alone it samples a model whose only
@@ -198,6 +213,7 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
         init_features: int | None = 10,
         births: str = "auto",
         split_merge: int = 5,
+        anchored_splits: int = 2,
     ):
         if not callable(model):
             raise ValueError(f"model must be a NumPyro model (a callable), got {model!r}")
@@ -209,6 +225,11 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
         if not (isinstance(split_merge, int) and split_merge >= 0):
             raise ValueError(f"split_merge must be a non-negative integer, got {split_merge!r}")
         self._split_merge = split_merge
+        if not (isinstance(anchored_splits, int) and anchored_splits >= 0):
+            raise ValueError(
+                f"anchored_splits must be a non-negative integer, got {anchored_splits!r}"
+            )
+        self._anchored_splits = anchored_splits
         if linked is not None and not (
             isinstance(linked, dict)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in linked.items())
@@ -547,7 +568,7 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
                 diagonal=self._diagonal[name],
                 log_proposal_ratio=self._proposal_log_ratio,
             )
-        if self._split_merge and plan.axes is not None:
+        if (self._split_merge or self._anchored_splits) and plan.axes is not None:
             key_features, key_merge = jax.random.split(key_features)
 
             def row_target(Zm, U):
@@ -562,7 +583,14 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
                 target,
                 row_target,
                 num_proposals=self._split_merge,
-                log_ratios=(self._split_merge_log_ratio, self._reallocation_log_ratio),
+                num_anchored=self._anchored_splits,
+                newton_steps=self._newton_steps,
+                diagonal=self._diagonal[name],
+                log_ratios=(
+                    self._split_merge_log_ratio,
+                    self._reallocation_log_ratio,
+                    self._anchored_log_ratio,
+                ),
             )
             short = short | short_merge
             if columns is not None:
@@ -587,6 +615,7 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
     _new_feature_log_rate = staticmethod(ibp_parallel.new_feature_log_rate)
     _split_merge_log_ratio = staticmethod(ibp_split_merge.split_merge_log_proposal_ratio)
     _reallocation_log_ratio = staticmethod(ibp_split_merge.reallocation_log_proposal_ratio)
+    _anchored_log_ratio = staticmethod(ibp_split_merge.anchored_split_merge_log_proposal_ratio)
 
     def sample(self, state, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs
