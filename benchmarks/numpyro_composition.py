@@ -168,6 +168,12 @@ def main() -> None:
     parser.add_argument(
         "--split-merge", type=int, default=5, help="IBPGibbs(split_merge=): proposals per sweep"
     )
+    parser.add_argument(
+        "--anchored-moves",
+        type=int,
+        default=2,
+        help="IBPGibbs(anchored_moves=): proposals per sweep",
+    )
     parser.add_argument("--skip", nargs="*", default=[], choices=["i", "ii", "iii", "iv"])
     args = parser.parse_args()
 
@@ -227,6 +233,7 @@ def main() -> None:
             init_features=None if args.init_features < 0 else args.init_features,
             births=args.births,
             split_merge=args.split_merge,
+            anchored_moves=args.anchored_moves,
         )
         kernel = Gibbs([(block, sites), (continuous, None)])
         out, per_sweep, fixed = timed(numpyro_run(kernel, k_plus), sweeps)

@@ -75,6 +75,7 @@ review. *JMLR* 12, 1185-1224.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -85,6 +86,8 @@ from bnpjax.infer.ibp_moves import gaussian_log_density, gaussian_sample, laplac
 
 __all__ = [
     "SHEARS",
+    "anchored_birth_death_log_proposal_ratio",
+    "anchored_birth_death_pass",
     "anchored_split_merge_log_proposal_ratio",
     "anchored_split_merge_pass",
     "buffer_log_prior",
@@ -310,6 +313,20 @@ def reallocation_pass(
 # splits that draw the new feature's parameters where the data put them
 
 
+def _conditional(target, Z, U, col, *, newton_steps, diagonal):
+    """:func:`~bnpjax.infer.ibp_moves.laplace` of the conditional of ``U[col]`` given the rest."""
+    return laplace(
+        lambda v: target(Z, U.at[col].set(v)), U.shape[1], newton_steps, diagonal=diagonal
+    )
+
+
+def _check_launch_steps(launch_steps):
+    if not (isinstance(launch_steps, int) and launch_steps >= 1):
+        # with no round, the launch would keep the current state's parameters of the columns
+        # it moves, which the two states of the pair do not share
+        raise ValueError(f"launch_steps must be a positive integer, got {launch_steps!r}")
+
+
 def anchored_split_merge_log_proposal_ratio(
     num_active, num_empty, num_holders, num_k_only, num_j_only
 ):
@@ -397,18 +414,10 @@ def anchored_split_merge_pass(
     Jain, S. & Neal, R. M. (2007). Splitting and merging components of a nonconjugate
     Dirichlet process mixture model. *Bayesian Analysis* 2, 445-472.
     """
-    if launch_steps < 1:
-        # with no round, the launch would keep the current state's parameters of k and j,
-        # which the merged and the split state do not share
-        raise ValueError(f"launch_steps must be at least 1, got {launch_steps!r}")
+    _check_launch_steps(launch_steps)
     num_rows, num_cols = Z.shape
-    dim = U.shape[1]
     rows = jnp.arange(num_rows)
-
-    def conditional(Zc, Uc, col):
-        return laplace(
-            lambda v: target(Zc, Uc.at[col].set(v)), dim, newton_steps, diagonal=diagonal
-        )
+    conditional = partial(_conditional, target, newton_steps=newton_steps, diagonal=diagonal)
 
     def place(Zc, k, j, held, option):
         return jnp.where(held[:, None] > 0, _options(Zc, k, j, held)[option, rows], Zc)
@@ -511,6 +520,135 @@ def anchored_split_merge_pass(
     return _scan_proposals(propose, key, Z, U, target, num_proposals)
 
 
+def anchored_birth_death_log_proposal_ratio(num_active, num_empty, num_rows, num_holders):
+    r"""``log P(death picks) - log P(birth picks)`` of :func:`anchored_birth_death_pass`, for a
+    state without the feature (``num_active`` active, ``num_empty`` empty columns) and one with
+    it held by ``num_holders`` rows: the birth picks an empty column (``1/E``) and an anchor
+    row (``1/N``); the death picks the feature (``1/(a + 1)``) and one of its holders as the
+    anchor (``1/m``). Kept as a function so that a test can break it."""
+    a, e, m = (jnp.asarray(x, float) for x in (num_active, num_empty, num_holders))
+    return jnp.log(e) + jnp.log(float(num_rows)) - jnp.log(a + 1.0) - jnp.log(m)
+
+
+def anchored_birth_death_pass(
+    key,
+    Z,
+    U,
+    alpha,
+    target: Callable,
+    row_target: Callable,
+    *,
+    num_proposals: int,
+    newton_steps: int,
+    diagonal: bool = False,
+    launch_steps: int = 2,
+    log_proposal_ratio=anchored_birth_death_log_proposal_ratio,
+):
+    r"""``num_proposals`` proposals in turn of a whole new feature, held by as many rows as
+        the data want, or of the removal of one: the birth of :func:`anchored_split_merge_pass`
+        from nothing.
+
+        The births of :mod:`bnpjax.infer.ibp_moves` and :mod:`bnpjax.infer.ibp_parallel` give a
+        new feature to one row, which must pay for a whole row of parameters with its own data:
+        in many dimensions a feature that the posterior has but the chain lacks (say a bar that
+        a heavy-tailed likelihood has called noise) almost never comes back that way, and no split
+        makes it if no feature holds its rows. Here, for a state ``D`` without the feature
+        (column ``j`` empty) and a state ``B`` with it:
+
+        * **launch** (a deterministic function of what ``D`` and ``B`` share: ``Z`` and ``U``
+          outside column ``j`` and the anchor row ``l``): ``j`` held by ``l`` alone, then
+          ``launch_steps`` rounds of ``U_j`` := the mean of
+          :func:`~bnpjax.infer.ibp_moves.laplace` of its conditional and every other row :=
+          holding ``j`` or not, whichever is likelier;
+        * **birth** (``D -> B``; an empty column ``j`` and an anchor ``l`` among all rows picked
+          uniformly): every row but ``l`` holds ``j`` with probability ``p_n \propto \exp
+          \ell_n`` at the launch's ``U_j`` (rows conditionally independent), ``l`` holds it, and
+          ``U_j ~ q_j``, the Laplace approximation of its conditional given the new ``Z``; the
+          empty column's value is dropped;
+        * **death** (``B -> D``; an active column and one of its holders as the anchor picked
+          uniformly): ``Z_j := 0`` and ``U_j ~ q_e``, the Laplace approximation of an empty
+          column's parameters (its prior, through the model's own density).
+
+        Why the posterior is left invariant: as for :func:`anchored_split_merge_pass`, a
+        reversible pair on a space of fixed dimension, the dropped parameters drawn afresh on the
+        other side, the launch a fixed function of the shared part. ``\log r = \Delta\log\pi(Z)
+        + \Delta\,\mathrm{target} + \log P(	ext{death picks}) - \log P(	ext{birth picks}) +
+        \log q_e(U^D_j) - \sum_{n
+    e l} \log p_n(o_n) - \log q_j(U^B_j)`` (every ``\Delta`` from
+        ``D`` to ``B``); a birth is accepted with probability ``\min(1, r)``, a death with
+        ``\min(1, 1 / r)``. A birth without an empty column is the identity and flags that the
+        step needed more room.
+
+        About ``launch_steps + 2`` Laplace approximations and ``2 launch_steps + 3`` model
+        evaluations per proposal. Returns ``(Z, U, wanted_more_room)``."""
+    _check_launch_steps(launch_steps)
+    num_rows = Z.shape[0]
+    rows = jnp.arange(num_rows)
+    conditional = partial(_conditional, target, newton_steps=newton_steps, diagonal=diagonal)
+
+    def holding_log_p(Z_base, Uc, j):
+        """``(N, 2)``: each row's log probability of not holding and of holding ``j``."""
+        ll = jax.vmap(lambda o: row_target(Z_base.at[:, j].set(o), Uc))(
+            jnp.stack([jnp.zeros(num_rows), jnp.ones(num_rows)]).astype(Z.dtype)
+        )
+        return jax.nn.log_softmax(ll.T, axis=1)
+
+    def propose(carry, key):
+        Z, U, ll, short = carry
+        k_dir, k_j, k_l, k_opt, k_u, k_acc = jax.random.split(key, 6)
+        m = jnp.sum(Z, 0)
+        active, empty = m > 0, m == 0
+        a, e = jnp.sum(active), jnp.sum(empty)
+        death = jax.random.uniform(k_dir) < 0.5
+        j = _pick(k_j, jnp.where(death, active, empty))
+        held = Z[:, j]
+        l = _pick(k_l, jnp.where(death, held > 0, jnp.ones(num_rows, bool)))
+        possible = jnp.where(death, a >= 1, e >= 1)
+        short = short | (~death & (e == 0))
+
+        # the side without the feature: the death's proposal, or the birth's current state
+        Z_without = Z.at[:, j].set(0.0)
+        q_empty = conditional(Z_without, U, j)
+        U_without_j = jnp.where(death, gaussian_sample(k_u, q_empty), U[j])
+        U_without = U.at[j].set(U_without_j)
+
+        # the launch: j held by the anchor alone, then rounds of U_j and of the rows
+        Zc = Z_without.at[l, j].set(1.0)
+        Uc = U
+        for _ in range(launch_steps):
+            Uc = Uc.at[j].set(conditional(Zc, Uc, j).mean)
+            best = jnp.argmax(holding_log_p(Z_without, Uc, j), 1)
+            Zc = Z_without.at[:, j].set(jnp.where(rows == l, 1, best).astype(Z.dtype))
+        log_p = holding_log_p(Z_without, Uc, j)
+        drawn = jax.random.categorical(k_opt, log_p)
+        option = jnp.where(rows == l, 1, jnp.where(death, held.astype(jnp.int32), drawn))
+        log_alloc = jnp.sum(jnp.where(rows == l, 0.0, log_p[rows, option]))
+        Z_with = Z_without.at[:, j].set(option.astype(Z.dtype))
+        q_j = conditional(Z_with, Uc, j)
+        U_with_j = jnp.where(death, U[j], gaussian_sample(k_u, q_j))
+        U_with = U.at[j].set(U_with_j)
+
+        ll_without = jnp.where(death, target(Z_without, U_without), ll)
+        ll_with = jnp.where(death, ll, target(Z_with, U_with))
+        a_without = jnp.where(death, a - 1, a)
+        e_without = jnp.where(death, e + 1, e)
+        log_r = (
+            _target_log_ratio(ll_with, ll_without, Z_with, Z_without, alpha)
+            + log_proposal_ratio(a_without, e_without, num_rows, jnp.sum(Z_with[:, j]))
+            + gaussian_log_density(q_empty, U_without_j)
+            - log_alloc
+            - gaussian_log_density(q_j, U_with_j)
+        )
+        log_ratio = jnp.where(death, -log_r, log_r)
+        accept = possible & (jnp.log(jax.random.uniform(k_acc)) < log_ratio)
+        Z_new = jnp.where(death, Z_without, Z_with)
+        U_new = jnp.where(death, U_without, U_with)
+        ll_new = jnp.where(death, ll_without, ll_with)
+        return (*_keep(accept, (Z_new, U_new, ll_new), (Z, U, ll)), short), accept
+
+    return _scan_proposals(propose, key, Z, U, target, num_proposals)
+
+
 def pair_moves(
     key,
     Z,
@@ -527,13 +665,14 @@ def pair_moves(
         split_merge_log_proposal_ratio,
         reallocation_log_proposal_ratio,
         anchored_split_merge_log_proposal_ratio,
+        anchored_birth_death_log_proposal_ratio,
     ),
 ):
     """:func:`split_merge_pass`, then :func:`reallocation_pass`, each with ``num_proposals``
-    proposals, then ``num_anchored`` proposals of :func:`anchored_split_merge_pass` (each
-    exact on its own, so in sequence too): what :class:`bnpjax.infer.IBPGibbs` runs after
-    births and deaths. ``log_ratios``: the passes' proposal-ratio functions. Returns ``(Z, U,
-    wanted_more_room)``."""
+    proposals, then ``num_anchored`` proposals each of :func:`anchored_split_merge_pass` and
+    :func:`anchored_birth_death_pass` (each exact on its own, so in sequence too): what
+    :class:`bnpjax.infer.IBPGibbs` runs after births and deaths. ``log_ratios``: the passes'
+    proposal-ratio functions. Returns ``(Z, U, wanted_more_room)``."""
     key_merge, key_pair = jax.random.split(key)
     key_anchored = jax.random.fold_in(key, 2)  # the other passes' streams as before
     Z, U, short = split_merge_pass(
@@ -569,5 +708,17 @@ def pair_moves(
             diagonal=diagonal,
             log_proposal_ratio=log_ratios[2],
         )
-        short = short | short_anchored
+        Z, U, short_birth = anchored_birth_death_pass(
+            jax.random.fold_in(key, 3),
+            Z,
+            U,
+            alpha,
+            target,
+            row_target,
+            num_proposals=num_anchored,
+            newton_steps=newton_steps,
+            diagonal=diagonal,
+            log_proposal_ratio=log_ratios[3],
+        )
+        short = short | short_anchored | short_birth
     return Z, U, short

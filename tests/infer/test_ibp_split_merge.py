@@ -18,6 +18,8 @@ import jax.numpy as jnp
 import pytest
 
 from bnpjax.infer.ibp_split_merge import (
+    anchored_birth_death_log_proposal_ratio,
+    anchored_birth_death_pass,
     anchored_split_merge_log_proposal_ratio,
     anchored_split_merge_pass,
     buffer_log_prior,
@@ -151,7 +153,17 @@ def _anchored_counts_off_by_one(num_active, num_empty, num_holders, num_k_only, 
     )
 
 
+def _holders_miscounted(num_active, num_empty, num_rows, num_holders):
+    # the death's choice of an anchor among the holders counted among all rows
+    return anchored_birth_death_log_proposal_ratio(num_active, num_empty, num_rows, num_rows)
+
+
+def _birth_anchor_forgotten(num_active, num_empty, num_rows, num_holders):
+    return anchored_birth_death_log_proposal_ratio(num_active, num_empty, 1, num_holders)
+
+
 anchored = partial(anchored_split_merge_pass, newton_steps=2, diagonal=True)
+anchored_birth = partial(anchored_birth_death_pass, newton_steps=2, diagonal=True)
 
 MOVES = {
     "reallocation": (
@@ -175,6 +187,13 @@ MOVES = {
             "empty columns miscounted": _anchored_counts_off_by_one,
         },
     ),
+    "anchored birth-death": (
+        anchored_birth,
+        {
+            "holders miscounted": _holders_miscounted,
+            "birth's anchor forgotten": _birth_anchor_forgotten,
+        },
+    ),
 }
 
 
@@ -185,9 +204,11 @@ def test_move_keeps_the_posterior(name):
     assert result.passed, f"{name}\n{result}"
 
 
-def test_anchored_split_merge_keeps_the_posterior_under_a_student_t_likelihood():
-    result = _run(anchored, dof=STUDENT_T)
-    assert result.passed, f"anchored split-merge, Student-t\n{result}"
+@pytest.mark.parametrize("name", ["anchored split-merge", "anchored birth-death"])
+def test_anchored_move_keeps_the_posterior_under_a_student_t_likelihood(name):
+    move, _ = MOVES[name]
+    result = _run(move, dof=STUDENT_T)
+    assert result.passed, f"{name}, Student-t\n{result}"
 
 
 @pytest.mark.parametrize(
