@@ -168,12 +168,13 @@ def main() -> None:
     parser.add_argument(
         "--split-merge", type=int, default=5, help="IBPGibbs(split_merge=): proposals per sweep"
     )
-    parser.add_argument(
-        "--anchored-moves",
-        type=int,
-        default=2,
-        help="IBPGibbs(anchored_moves=): proposals per sweep",
-    )
+    for kind, default in (("splits", 2), ("births", 0)):
+        parser.add_argument(
+            f"--anchored-{kind}",
+            type=int,
+            default=default,
+            help=f"IBPGibbs(anchored_{kind}=): proposals per sweep",
+        )
     parser.add_argument("--skip", nargs="*", default=[], choices=["i", "ii", "iii", "iv"])
     args = parser.parse_args()
 
@@ -233,7 +234,8 @@ def main() -> None:
             init_features=None if args.init_features < 0 else args.init_features,
             births=args.births,
             split_merge=args.split_merge,
-            anchored_moves=args.anchored_moves,
+            anchored_splits=args.anchored_splits,
+            anchored_births=args.anchored_births,
         )
         kernel = Gibbs([(block, sites), (continuous, None)])
         out, per_sweep, fixed = timed(numpyro_run(kernel, k_plus), sweeps)

@@ -658,7 +658,8 @@ def pair_moves(
     row_target: Callable,
     *,
     num_proposals: int,
-    num_anchored: int = 0,
+    num_anchored_splits: int = 0,
+    num_anchored_births: int = 0,
     newton_steps: int = 2,
     diagonal: bool = False,
     log_ratios=(
@@ -669,8 +670,9 @@ def pair_moves(
     ),
 ):
     """:func:`split_merge_pass`, then :func:`reallocation_pass`, each with ``num_proposals``
-    proposals, then ``num_anchored`` proposals each of :func:`anchored_split_merge_pass` and
-    :func:`anchored_birth_death_pass` (each exact on its own, so in sequence too): what
+    proposals, then ``num_anchored_splits`` proposals of :func:`anchored_split_merge_pass` and
+    ``num_anchored_births`` of :func:`anchored_birth_death_pass` (each exact on its own, so in
+    sequence too): what
     :class:`bnpjax.infer.IBPGibbs` runs after births and deaths. ``log_ratios``: the passes'
     proposal-ratio functions. Returns ``(Z, U, wanted_more_room)``."""
     key_merge, key_pair = jax.random.split(key)
@@ -695,19 +697,21 @@ def pair_moves(
         num_proposals=num_proposals,
         log_proposal_ratio=log_ratios[1],
     )
-    if num_anchored:
-        Z, U, short_anchored = anchored_split_merge_pass(
+    if num_anchored_splits:
+        Z, U, short_split = anchored_split_merge_pass(
             key_anchored,
             Z,
             U,
             alpha,
             target,
             row_target,
-            num_proposals=num_anchored,
+            num_proposals=num_anchored_splits,
             newton_steps=newton_steps,
             diagonal=diagonal,
             log_proposal_ratio=log_ratios[2],
         )
+        short = short | short_split
+    if num_anchored_births:
         Z, U, short_birth = anchored_birth_death_pass(
             jax.random.fold_in(key, 3),
             Z,
@@ -715,10 +719,10 @@ def pair_moves(
             alpha,
             target,
             row_target,
-            num_proposals=num_anchored,
+            num_proposals=num_anchored_births,
             newton_steps=newton_steps,
             diagonal=diagonal,
             log_proposal_ratio=log_ratios[3],
         )
-        short = short | short_anchored | short_birth
+        short = short | short_birth
     return Z, U, short

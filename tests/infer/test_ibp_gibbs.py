@@ -463,6 +463,10 @@ def test_bad_sites_are_named():
         IBPGibbs(lg_model, rows="parallel")
     with pytest.raises(ValueError, match="births must be"):
         IBPGibbs(lg_model, births="parallel")
+    with pytest.raises(ValueError, match="anchored_births must be"):
+        IBPGibbs(lg_model, anchored_births=-1)
+    with pytest.raises(ValueError, match="anchored_splits must be"):
+        IBPGibbs(lg_model, anchored_splits=1.5)
 
 
 def shared_offset_model(X=None):
@@ -483,6 +487,32 @@ def test_row_parallel_births_are_used_only_where_rows_separate(model, sites, sep
     gibbs = Gibbs([(IBPGibbs(model), sites), (NUTS(model), None)])
     gibbs.init(jax.random.key(0), 0, None, (jnp.ones((ROWS, DIMS)),), {})
     assert gibbs._kernels[0]._separable["Z"] is separable
+
+
+def test_anchored_births_run_inside_the_block(monkeypatch):
+    # the births' exactness is checked on their own (test_ibp_split_merge.py); here that the
+    # block wires them in, with the number of proposals asked for
+    from bnpjax.infer import ibp_split_merge
+
+    asked = []
+    original = ibp_split_merge.anchored_birth_death_pass
+
+    def counted(*args, num_proposals, **kwargs):
+        asked.append(num_proposals)  # at tracing
+        return original(*args, num_proposals=num_proposals, **kwargs)
+
+    monkeypatch.setattr(ibp_split_merge, "anchored_birth_death_pass", counted)
+    X = jnp.asarray(np.random.default_rng(0).normal(size=(ROWS, DIMS)) + 3.0)
+    block = IBPGibbs(lg_model, split_merge=0, anchored_splits=0, anchored_births=3)
+    mcmc = MCMC(
+        Gibbs([(block, ["Z", "A"]), (NUTS(lg_model), None)]),
+        num_warmup=0,
+        num_samples=5,
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(0), X)
+    assert asked and set(asked) == {3}
+    assert np.all(np.isfinite(np.asarray(mcmc.get_samples()["A"])))
 
 
 def test_capacity_overflow_is_flagged_and_warned():

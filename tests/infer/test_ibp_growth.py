@@ -29,7 +29,14 @@ def _mcmc(num_warmup=10):
     # the start drawn from the model: init_features' 10 would fill any buffer of 10 or less;
     # no pair or anchored moves: the runner is under test, and they would double the compile
     kernel = Gibbs(
-        [(IBPGibbs(model, init_features=None, split_merge=0, anchored_moves=0), ["Z", "A"])]
+        [
+            (
+                IBPGibbs(
+                    model, init_features=None, split_merge=0, anchored_splits=0, anchored_births=0
+                ),
+                ["Z", "A"],
+            )
+        ]
     )
     return MCMC(kernel, num_warmup=num_warmup, num_samples=10, num_chains=1, progress_bar=False)
 
@@ -68,7 +75,7 @@ def test_the_buffer_grows_and_the_kept_run_is_the_run_at_the_final_capacity(X):
 
 def test_a_run_with_enough_room_is_not_started_again(X):
     mcmc = MCMC(
-        Gibbs([(IBPGibbs(model, split_merge=0, anchored_moves=0), ["Z", "A"])]),
+        Gibbs([(IBPGibbs(model, split_merge=0, anchored_splits=0, anchored_births=0), ["Z", "A"])]),
         num_warmup=0,
         num_samples=3,
         progress_bar=False,
