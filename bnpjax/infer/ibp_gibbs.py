@@ -91,7 +91,6 @@ process mixture model. Bayesian Analysis 2, 445-472.
 from __future__ import annotations
 
 import copy
-import warnings
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -100,7 +99,6 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.handlers import seed, trace
 from numpyro.infer.gibbs import (
-    GIBBS_SITES_KWARG,
     conditioned,
     latent_sample_sites,
     prototype_trace,
@@ -109,9 +107,14 @@ from numpyro.infer.gibbs import (
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity
 
-from bnpjax.infer import ibp_moves, ibp_parallel, ibp_split_merge
+from bnpjax.infer import ibp_anchored, ibp_moves, ibp_parallel, ibp_split_merge
 from bnpjax.infer.ibp_probes import _Plan, _StructureProbes
-from bnpjax.infer.ibp_sites import _elementwise, _elementwise_transform, _Linked
+from bnpjax.infer.ibp_sites import (
+    _elementwise,
+    _Linked,
+    resolve_links,
+    warn_unowned_parameters,
+)
 from bnpjax.infer.numpyro_bridge import warn_if_any
 
 __all__ = ["IBPGibbs", "IBPGibbsState"]
@@ -191,9 +194,9 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
         parameters are drawn from Laplace approximations of their conditionals after a
         launch that clusters the rows from anchor rows (Jain & Neal's non-conjugate scheme;
         each module function says why it is exact): a split of one feature in two or a merge
-        (:func:`bnpjax.infer.ibp_split_merge.anchored_split_merge_pass`), and the birth of a
+        (:func:`bnpjax.infer.ibp_anchored.anchored_split_merge_pass`), and the birth of a
         whole feature held by as many rows as the data want or a death
-        (:func:`bnpjax.infer.ibp_split_merge.anchored_birth_death_pass`). They are the way
+        (:func:`bnpjax.infer.ibp_anchored.anchored_birth_death_pass`). They are the way
         out of modes that hold two features as one, or lack one, which the moves above leave
         only by luck (a new feature's parameters there are a prior draw, or pay for a whole
         row of parameters with one row's data). Measured on bars (2026-11-27, one CPU core):
@@ -338,78 +341,6 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
             columns = columns + jnp.reshape(log_p, (U.shape[0], -1)).sum(1)
         return self._row_log_lik(name, values, None, None, model_trace), columns
 
-    def _resolve_links(self, sites, ibp_sites, model_trace) -> dict[str, _Linked]:
-        """Which IBP site each non-IBP site of the block parametrises (leading axis = that
-        site's capacity, or declared with ``linked=``); a ValueError names any other site."""
-        capacity = {z: model_trace[z]["fn"].capacity for z in ibp_sites}
-        unknown = sorted(set(self._declared_links) - set(sites))
-        if unknown:
-            raise ValueError(f"IBPGibbs: linked names {unknown}, which are not sites of the block")
-        groups: dict[str, list[str]] = {z: [] for z in ibp_sites}
-        for name in sites:
-            if name in ibp_sites:
-                continue
-            fn, value = model_trace[name]["fn"], jnp.shape(model_trace[name]["value"])
-            fits = [z for z in ibp_sites if len(value) >= 1 and value[0] == capacity[z]]
-            declared = self._declared_links.get(name)
-            if declared is not None:
-                if declared not in ibp_sites:
-                    raise ValueError(
-                        f"IBPGibbs: linked[{name!r}] = {declared!r} is not an "
-                        "IndianBuffetProcess site of the block"
-                    )
-                fits = [z for z in fits if z == declared]
-            if len(fits) != 1:
-                why = (
-                    f"its leading axis (shape {value}) is not the feature axis of "
-                    f"{declared or list(ibp_sites)} (capacity {[capacity[z] for z in ibp_sites]})"
-                    if not fits
-                    else f"its leading axis fits several IBP sites {fits}; declare one with linked="
-                )
-                raise ValueError(
-                    "IBPGibbs samples IndianBuffetProcess sites and their per-feature "
-                    f"parameters; site {name!r} has a {type(fn).__name__} distribution and "
-                    f"{why} (give it to another block)"
-                )
-            _elementwise_transform(name, fn)
-            groups[fits[0]].append(name)
-        return {
-            z: _Linked(
-                names=tuple(names),
-                row_shapes=tuple(tuple(jnp.shape(model_trace[n]["value"])[1:]) for n in names),
-                transforms=tuple(_elementwise_transform(n, model_trace[n]["fn"]) for n in names),
-            )
-            for z, names in groups.items()
-            if names
-        }
-
-    @staticmethod
-    def _warn_unowned_parameters(ibp_sites, linked, model_trace, model_kwargs):
-        """A site shaped like per-feature parameters but owned by another block makes a new
-        feature start from that block's draw, nearly always rejected in many dimensions."""
-        siblings = model_kwargs.get(GIBBS_SITES_KWARG, {})
-        for z in ibp_sites:
-            if z in linked:
-                continue
-            capacity = model_trace[z]["fn"].capacity
-            suspects = [
-                n
-                for n, v in siblings.items()
-                if jnp.ndim(v) >= 1
-                and jnp.shape(v)[0] == capacity
-                and not model_trace[n]["fn"].support.is_discrete
-            ]
-            if suspects:
-                warnings.warn(
-                    f"IBPGibbs: sites {suspects} look like per-feature parameters of {z!r} "
-                    f"(leading axis = its capacity {capacity}) but another block samples them: "
-                    "a new feature then has to start from that block's value of an empty row, "
-                    "and K+ may collapse. Give them to this block: "
-                    f"(IBPGibbs(model), [{z!r}, {', '.join(map(repr, suspects))}]).",
-                    RuntimeWarning,
-                    stacklevel=4,
-                )
-
     # ---------------------------------------------------------------------------------------
     # MCMCKernel
 
@@ -439,8 +370,8 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
                     f"IBPGibbs: site {name!r} is a batch of IndianBuffetProcess matrices "
                     f"(batch shape {fn.batch_shape}); give each matrix its own site"
                 )
-        linked = self._resolve_links(sites, ibp_sites, model_trace)
-        self._warn_unowned_parameters(ibp_sites, linked, model_trace, model_kwargs)
+        linked = resolve_links(sites, ibp_sites, model_trace, self._declared_links)
+        warn_unowned_parameters(ibp_sites, linked, model_trace, model_kwargs)
         others = [
             n
             for n in latent
@@ -599,17 +530,22 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
                 target,
                 row_target,
                 num_proposals=self._split_merge,
-                num_anchored_splits=self._anchored[0],
-                num_anchored_births=self._anchored[1],
+                log_ratios=(self._split_merge_log_ratio, self._reallocation_log_ratio),
+            )
+            Z, U, short_anchored = ibp_anchored.anchored_moves(
+                jax.random.fold_in(key_merge, 1),
+                Z,
+                U,
+                alpha,
+                target,
+                row_target,
+                num_splits=self._anchored[0],
+                num_births=self._anchored[1],
                 newton_steps=self._newton_steps,
                 diagonal=self._diagonal[name],
-                log_ratios=(
-                    self._split_merge_log_ratio,
-                    self._reallocation_log_ratio,
-                    self._anchored_log_ratio,
-                    self._anchored_birth_log_ratio,
-                ),
+                log_ratios=(self._anchored_log_ratio, self._anchored_birth_log_ratio),
             )
+            short_merge = short_merge | short_anchored
             short = short | short_merge
             if columns is not None:
                 columns = jnp.any(Z > 0, 0)
@@ -633,10 +569,8 @@ class IBPGibbs(MCMCKernel, _StructureProbes):
     _new_feature_log_rate = staticmethod(ibp_parallel.new_feature_log_rate)
     _split_merge_log_ratio = staticmethod(ibp_split_merge.split_merge_log_proposal_ratio)
     _reallocation_log_ratio = staticmethod(ibp_split_merge.reallocation_log_proposal_ratio)
-    _anchored_log_ratio = staticmethod(ibp_split_merge.anchored_split_merge_log_proposal_ratio)
-    _anchored_birth_log_ratio = staticmethod(
-        ibp_split_merge.anchored_birth_death_log_proposal_ratio
-    )
+    _anchored_log_ratio = staticmethod(ibp_anchored.anchored_split_merge_log_proposal_ratio)
+    _anchored_birth_log_ratio = staticmethod(ibp_anchored.anchored_birth_death_log_proposal_ratio)
 
     def sample(self, state, model_args, model_kwargs):
         model_kwargs = {} if model_kwargs is None else model_kwargs

@@ -8,6 +8,7 @@ element, so that the block can tell which terms one row of ``Z`` touches
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -15,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.distributions import Independent, constraints
 from numpyro.distributions.transforms import biject_to
+from numpyro.infer.gibbs import GIBBS_SITES_KWARG
 
 __all__: list[str] = []
 
@@ -88,3 +90,76 @@ def _elementwise(site) -> jax.Array:
     if site["scale"] is not None:
         log_p = site["scale"] * log_p
     return log_p
+
+
+def resolve_links(sites, ibp_sites, model_trace, declared_links) -> dict[str, _Linked]:
+    """Which IBP site each non-IBP site of the block parametrises (leading axis = that
+    site's capacity, or declared with ``linked=``); a ValueError names any other site."""
+    capacity = {z: model_trace[z]["fn"].capacity for z in ibp_sites}
+    unknown = sorted(set(declared_links) - set(sites))
+    if unknown:
+        raise ValueError(f"IBPGibbs: linked names {unknown}, which are not sites of the block")
+    groups: dict[str, list[str]] = {z: [] for z in ibp_sites}
+    for name in sites:
+        if name in ibp_sites:
+            continue
+        fn, value = model_trace[name]["fn"], jnp.shape(model_trace[name]["value"])
+        fits = [z for z in ibp_sites if len(value) >= 1 and value[0] == capacity[z]]
+        declared = declared_links.get(name)
+        if declared is not None:
+            if declared not in ibp_sites:
+                raise ValueError(
+                    f"IBPGibbs: linked[{name!r}] = {declared!r} is not an "
+                    "IndianBuffetProcess site of the block"
+                )
+            fits = [z for z in fits if z == declared]
+        if len(fits) != 1:
+            why = (
+                f"its leading axis (shape {value}) is not the feature axis of "
+                f"{declared or list(ibp_sites)} (capacity {[capacity[z] for z in ibp_sites]})"
+                if not fits
+                else f"its leading axis fits several IBP sites {fits}; declare one with linked="
+            )
+            raise ValueError(
+                "IBPGibbs samples IndianBuffetProcess sites and their per-feature "
+                f"parameters; site {name!r} has a {type(fn).__name__} distribution and "
+                f"{why} (give it to another block)"
+            )
+        _elementwise_transform(name, fn)
+        groups[fits[0]].append(name)
+    return {
+        z: _Linked(
+            names=tuple(names),
+            row_shapes=tuple(tuple(jnp.shape(model_trace[n]["value"])[1:]) for n in names),
+            transforms=tuple(_elementwise_transform(n, model_trace[n]["fn"]) for n in names),
+        )
+        for z, names in groups.items()
+        if names
+    }
+
+
+def warn_unowned_parameters(ibp_sites, linked, model_trace, model_kwargs):
+    """A site shaped like per-feature parameters but owned by another block makes a new
+    feature start from that block's draw, nearly always rejected in many dimensions."""
+    siblings = model_kwargs.get(GIBBS_SITES_KWARG, {})
+    for z in ibp_sites:
+        if z in linked:
+            continue
+        capacity = model_trace[z]["fn"].capacity
+        suspects = [
+            n
+            for n, v in siblings.items()
+            if jnp.ndim(v) >= 1
+            and jnp.shape(v)[0] == capacity
+            and not model_trace[n]["fn"].support.is_discrete
+        ]
+        if suspects:
+            warnings.warn(
+                f"IBPGibbs: sites {suspects} look like per-feature parameters of {z!r} "
+                f"(leading axis = its capacity {capacity}) but another block samples them: "
+                "a new feature then has to start from that block's value of an empty row, "
+                "and K+ may collapse. Give them to this block: "
+                f"(IBPGibbs(model), [{z!r}, {', '.join(map(repr, suspects))}]).",
+                RuntimeWarning,
+                stacklevel=4,
+            )

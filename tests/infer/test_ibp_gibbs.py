@@ -492,16 +492,16 @@ def test_row_parallel_births_are_used_only_where_rows_separate(model, sites, sep
 def test_anchored_births_run_inside_the_block(monkeypatch):
     # the births' exactness is checked on their own (test_ibp_split_merge.py); here that the
     # block wires them in, with the number of proposals asked for
-    from bnpjax.infer import ibp_split_merge
+    from bnpjax.infer import ibp_anchored
 
     asked = []
-    original = ibp_split_merge.anchored_birth_death_pass
+    original = ibp_anchored.anchored_birth_death_pass
 
     def counted(*args, num_proposals, **kwargs):
         asked.append(num_proposals)  # at tracing
         return original(*args, num_proposals=num_proposals, **kwargs)
 
-    monkeypatch.setattr(ibp_split_merge, "anchored_birth_death_pass", counted)
+    monkeypatch.setattr(ibp_anchored, "anchored_birth_death_pass", counted)
     X = jnp.asarray(np.random.default_rng(0).normal(size=(ROWS, DIMS)) + 3.0)
     block = IBPGibbs(lg_model, split_merge=0, anchored_splits=0, anchored_births=3)
     mcmc = MCMC(

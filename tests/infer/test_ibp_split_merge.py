@@ -1,5 +1,5 @@
-"""The moves of pairs of features of bnpjax.infer.ibp_split_merge, each on its own, by exact
-starts: many independent chains from exact draws of a linear-Gaussian latent feature model
+"""The moves of pairs of features of bnpjax.infer.ibp_split_merge and the anchored moves of
+bnpjax.infer.ibp_anchored, each on its own, by exact starts: many independent chains from exact draws of a linear-Gaussian latent feature model
 (``Z`` from the IBP buffer law, ``A`` from its prior, ``X`` given both), the move applied
 repeatedly with ``X`` fixed, and the statistics after the moves compared with those at the
 start (:func:`bnpjax.testing.exact_start_test`). A move that leaves ``p(Z, A | X)`` invariant
@@ -17,11 +17,13 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from bnpjax.infer.ibp_split_merge import (
+from bnpjax.infer.ibp_anchored import (
     anchored_birth_death_log_proposal_ratio,
     anchored_birth_death_pass,
     anchored_split_merge_log_proposal_ratio,
     anchored_split_merge_pass,
+)
+from bnpjax.infer.ibp_split_merge import (
     buffer_log_prior,
     reallocation_log_proposal_ratio,
     reallocation_pass,
