@@ -1,10 +1,11 @@
 """The moves of pairs of features of bnpjax.infer.ibp_split_merge and the anchored moves of
-bnpjax.infer.ibp_anchored, each on its own, by exact starts: many independent chains from exact draws of a linear-Gaussian latent feature model
-(``Z`` from the IBP buffer law, ``A`` from its prior, ``X`` given both), the move applied
-repeatedly with ``X`` fixed, and the statistics after the moves compared with those at the
-start (:func:`bnpjax.testing.exact_start_test`). A move that leaves ``p(Z, A | X)`` invariant
-keeps the joint law at every step, so the paired differences have mean zero, with a standard
-error from independent chains. Each move has a broken twin that must fail by a wide margin.
+bnpjax.infer.ibp_anchored, each on its own, by exact starts: many independent chains from
+exact draws of a linear-Gaussian latent feature model (``Z`` from the IBP buffer law, ``A``
+from its prior, ``X`` given both), the move applied repeatedly with ``X`` fixed, and the
+statistics after the moves compared with those at the start
+(:func:`bnpjax.testing.exact_start_test`). A move that leaves ``p(Z, A | X)`` invariant keeps
+the joint law at every step, so the paired differences have mean zero, with a standard
+error from independent chains. Each move has two broken twins that must fail by a wide margin.
 
 The model is sized for the moves to matter: four rows, a likelihood sharp enough that rows
 prefer some allocations to others (the allocation probabilities, the part of the ratio a slip
