@@ -227,12 +227,14 @@ def configured(name, block):
     """The block as the GEWEKE entry ``name`` runs it: births and deaths one row after another
     (``_rows``, the path for models whose density does not split by rows and features), with
     the moves of pairs of features, merges, splits and reallocations (the default, entries
-    ``_split_merge`` and ``_rows``), or without them (the other linked
-    entries: births and deaths alone, and a default run of each stays under 30 s)."""
+    ``_split_merge`` and ``_rows``), or without them and without the anchored moves (the other
+    linked entries: births and deaths alone, and a default run of each stays under 30 s; a
+    split at a full buffer flags it, and the anchored moves have their own exact-start
+    tests)."""
     if name.endswith("_rows"):
         return partial(block, births="rows")
     if name.endswith("_linked"):
-        return partial(block, split_merge=0)
+        return partial(block, split_merge=0, anchored_splits=0)
     return block
 
 
