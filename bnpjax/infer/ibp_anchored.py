@@ -278,42 +278,41 @@ def anchored_birth_death_pass(
     log_proposal_ratio=anchored_birth_death_log_proposal_ratio,
 ):
     r"""``num_proposals`` proposals in turn of a whole new feature, held by as many rows as
-        the data want, or of the removal of one: the birth of :func:`anchored_split_merge_pass`
-        from nothing.
+    the data want, or of the removal of one: the birth of :func:`anchored_split_merge_pass`
+    from nothing.
 
-        The births of :mod:`bnpjax.infer.ibp_moves` and :mod:`bnpjax.infer.ibp_parallel` give a
-        new feature to one row, which must pay for a whole row of parameters with its own data:
-        in many dimensions a feature that the posterior has but the chain lacks (say a bar that
-        a heavy-tailed likelihood has called noise) almost never comes back that way, and no split
-        makes it if no feature holds its rows. Here, for a state ``D`` without the feature
-        (column ``j`` empty) and a state ``B`` with it:
+    The births of :mod:`bnpjax.infer.ibp_moves` and :mod:`bnpjax.infer.ibp_parallel` give a
+    new feature to one row, which must pay for a whole row of parameters with its own data:
+    in many dimensions a feature that the posterior has but the chain lacks (say a bar that
+    a heavy-tailed likelihood has called noise) almost never comes back that way, and no split
+    makes it if no feature holds its rows. Here, for a state ``D`` without the feature
+    (column ``j`` empty) and a state ``B`` with it:
 
-        * **launch** (a deterministic function of what ``D`` and ``B`` share: ``Z`` and ``U``
-          outside column ``j`` and the anchor row ``l``): ``j`` held by ``l`` alone, then
-          ``launch_steps`` rounds of ``U_j`` := the mean of
-          :func:`~bnpjax.infer.ibp_moves.laplace` of its conditional and every other row :=
-          holding ``j`` or not, whichever is likelier;
-        * **birth** (``D -> B``; an empty column ``j`` and an anchor ``l`` among all rows picked
-          uniformly): every row but ``l`` holds ``j`` with probability ``p_n \propto \exp
-          \ell_n`` at the launch's ``U_j`` (rows conditionally independent), ``l`` holds it, and
-          ``U_j ~ q_j``, the Laplace approximation of its conditional given the new ``Z``; the
-          empty column's value is dropped;
-        * **death** (``B -> D``; an active column and one of its holders as the anchor picked
-          uniformly): ``Z_j := 0`` and ``U_j ~ q_e``, the Laplace approximation of an empty
-          column's parameters (its prior, through the model's own density).
+    * **launch** (a deterministic function of what ``D`` and ``B`` share: ``Z`` and ``U``
+      outside column ``j`` and the anchor row ``l``): ``j`` held by ``l`` alone, then
+      ``launch_steps`` rounds of ``U_j`` := the mean of
+      :func:`~bnpjax.infer.ibp_moves.laplace` of its conditional and every other row :=
+      holding ``j`` or not, whichever is likelier;
+    * **birth** (``D -> B``; an empty column ``j`` and an anchor ``l`` among all rows picked
+      uniformly): every row but ``l`` holds ``j`` with probability ``p_n \propto \exp
+      \ell_n`` at the launch's ``U_j`` (rows conditionally independent), ``l`` holds it, and
+      ``U_j ~ q_j``, the Laplace approximation of its conditional given the new ``Z``; the
+      empty column's value is dropped;
+    * **death** (``B -> D``; an active column and one of its holders as the anchor picked
+      uniformly): ``Z_j := 0`` and ``U_j ~ q_e``, the Laplace approximation of an empty
+      column's parameters (its prior, through the model's own density).
 
-        Why the posterior is left invariant: as for :func:`anchored_split_merge_pass`, a
-        reversible pair on a space of fixed dimension, the dropped parameters drawn afresh on the
-        other side, the launch a fixed function of the shared part. ``\log r = \Delta\log\pi(Z)
-        + \Delta\,\mathrm{target} + \log P(	ext{death picks}) - \log P(	ext{birth picks}) +
-        \log q_e(U^D_j) - \sum_{n
-    e l} \log p_n(o_n) - \log q_j(U^B_j)`` (every ``\Delta`` from
-        ``D`` to ``B``); a birth is accepted with probability ``\min(1, r)``, a death with
-        ``\min(1, 1 / r)``. A birth without an empty column is the identity and flags that the
-        step needed more room.
+    Why the posterior is left invariant: as for :func:`anchored_split_merge_pass`, a
+    reversible pair on a space of fixed dimension, the dropped parameters drawn afresh on the
+    other side, the launch a fixed function of the shared part. ``\log r = \Delta\log\pi(Z)
+    + \Delta\,\mathrm{target} + \log P(\text{death picks}) - \log P(\text{birth picks}) +
+    \log q_e(U^D_j) - \sum_{n \neq l} \log p_n(o_n) - \log q_j(U^B_j)`` (every ``\Delta`` from
+    ``D`` to ``B``); a birth is accepted with probability ``\min(1, r)``, a death with
+    ``\min(1, 1 / r)``. A birth without an empty column is the identity and flags that the
+    step needed more room.
 
-        About ``launch_steps + 2`` Laplace approximations and ``2 launch_steps + 3`` model
-        evaluations per proposal. Returns ``(Z, U, wanted_more_room)``."""
+    About ``launch_steps + 2`` Laplace approximations and ``2 launch_steps + 3`` model
+    evaluations per proposal. Returns ``(Z, U, wanted_more_room)``."""
     _check_launch_steps(launch_steps)
     num_rows = Z.shape[0]
     rows = jnp.arange(num_rows)
