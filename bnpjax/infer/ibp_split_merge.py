@@ -318,6 +318,9 @@ def pair_moves(
     :class:`bnpjax.infer.IBPGibbs` runs after births and deaths (then the anchored moves of
     :mod:`bnpjax.infer.ibp_anchored`). ``log_ratios``: the two passes' proposal-ratio
     functions. Returns ``(Z, U, wanted_more_room)``."""
+    if not num_proposals:
+        # a scan of length zero still evaluates the model once per pass and traces its body
+        return Z, U, jnp.zeros((), bool)
     key_merge, key_pair = jax.random.split(key)
     Z, U, short = split_merge_pass(
         key_merge,
