@@ -7,12 +7,12 @@ model that learned nothing would print, with room for the chains to differ on an
 out for the suite's time (90 s at K = 100); tests/models/test_m3f_*.py and the CLI demo test
 cover its path."""
 
-import os
 import re
 import runpy
 from pathlib import Path
 
 import pytest
+from tiers import long_only
 
 from bnpjax.datasets import DataNotFoundError, get_data_home
 
@@ -40,10 +40,7 @@ CASES = {
 #: cache on the 2-core CI machine (2026-11-27): behind BNPJAX_LONG_TESTS, like the long
 #: statistical tests, so the suite stays within CI's time; their code paths are the models'
 #: own tests' and the notebooks'
-LONG_ONLY = pytest.mark.skipif(
-    os.environ.get("BNPJAX_LONG_TESTS") != "1",
-    reason="the example scripts at full length (about 7.5 core-minutes); BNPJAX_LONG_TESTS=1",
-)
+LONG_ONLY = long_only("the example scripts at full length (about 7.5 core-minutes)")
 
 
 @pytest.mark.slow

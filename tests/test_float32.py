@@ -23,8 +23,8 @@ import subprocess
 import sys
 
 import pytest
+from tiers import long_only
 
-LONG = os.environ.get("BNPJAX_LONG_TESTS") == "1"
 WORKER = pathlib.Path(__file__).parent / "geweke_cases" / "_worker.py"
 CHEAP = ["linear_regression.gibbs"]
 #: the tests that check a fit against the truth that generated its data, one or more per model
@@ -82,14 +82,14 @@ def test_cheap_rows_pass_in_float32_and_their_twins_fail():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not LONG, reason="the whole table in float32; BNPJAX_LONG_TESTS=1")
+@long_only("the whole table in float32")
 @pytest.mark.parametrize("name", [n for n in _row_names() if n not in CHEAP])
 def test_row_passes_in_float32_and_its_twin_fails(name):
     _check(_float32_rows([name], timeout=3600))
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not LONG, reason="the recovery tests in float32; BNPJAX_LONG_TESTS=1")
+@long_only("the recovery tests in float32")
 @pytest.mark.parametrize("test", RECOVERY, ids=lambda t: t.split("::")[-1])
 def test_recovery_in_float32(test):
     env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}

@@ -5,12 +5,12 @@ run_kwargs)``), the recorded draws in ``tests/reference/draws/<name>.npz`` (keys
 ``group/variable`` of the run's trace and ``final/<field>`` of the final state)."""
 
 import importlib
-import os
 import pathlib
 
 import jax
 import numpy as np
 import pytest
+from tiers import long_only
 
 import bnpjax
 from bnpjax.infer import VariationalAlgorithm, fit_run
@@ -19,7 +19,6 @@ REFERENCE_DIR = pathlib.Path(__file__).parent / "reference"
 #: the slowest cases (60-90 s each with an empty compilation cache on the 2-core CI machine),
 #: whose model keeps another case in every run: ipm3f_parallel, ilfm.gibbs
 LONG_CASES = {"m3f.ipm3f_sequential", "ilfm.gibbs_random_walk", "ilfm.gibbs_single"}
-LONG = os.environ.get("BNPJAX_LONG_TESTS") == "1"
 
 
 def _cases():
@@ -30,7 +29,7 @@ def _cases():
         for name, build in module.CASES.items():
             marks = ()
             if name in LONG_CASES:
-                marks = pytest.mark.skipif(not LONG, reason="60-90 s; BNPJAX_LONG_TESTS=1")
+                marks = long_only("60-90 s")
             cases.append(pytest.param(name, build, renamed, id=name, marks=marks))
     return cases
 

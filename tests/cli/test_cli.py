@@ -1,11 +1,11 @@
 """The command line: version, demo, fit, and one-line errors with exit status 2."""
 
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from tiers import long_only
 
 from bnpjax.cli import main
 
@@ -103,10 +103,9 @@ def test_bad_data_file_is_one_line(tmp_path, capsys):
     assert "mask" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(
-    os.environ.get("BNPJAX_LONG_TESTS") != "1",
-    reason="both IBP samplers of the demo compile: 164 s with an empty compilation cache on the "
-    "2-core CI machine; the samplers have their own tests; BNPJAX_LONG_TESTS=1",
+@long_only(
+    "both IBP samplers of the demo compile: 164 s with an empty compilation cache on the "
+    "2-core CI machine; the samplers have their own tests"
 )
 def test_demo_ibp_smoke(tmp_path, capsys):
     rc = main(

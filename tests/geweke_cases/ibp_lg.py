@@ -17,13 +17,12 @@ standard errors (7.0 in float64, 4.6 in float32, against twice the threshold, 6.
 the collapsed sweep after the moves undoes most of what they get wrong."""
 
 import importlib
-import os
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
+from tiers import long_only
 
 from bnpjax.infer import bind
 from bnpjax.models import ibp_lg
@@ -229,11 +228,4 @@ CASES.append(
 # the split-merge row costs a collapsed sweep plus the moves per step (about 100 s per
 # simulator on 2 CPU cores): it runs with BNPJAX_LONG_TESTS=1; the move itself is checked
 # against the exact law of an enumerable buffer in tests/models/test_ibp_lg_split_merge.py
-MARKS = {
-    "ibp_lg.split_merge": (
-        pytest.mark.skipif(
-            os.environ.get("BNPJAX_LONG_TESTS") != "1",
-            reason="about 100 s per simulator; set BNPJAX_LONG_TESTS=1 to run it",
-        ),
-    )
-}
+MARKS = {"ibp_lg.split_merge": (long_only("about 100 s per simulator"),)}

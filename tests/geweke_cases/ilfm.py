@@ -7,12 +7,10 @@ same log-likelihood the MH ratio uses, so the moves and the likelihoods do not i
 that, and two cases cover both moves, both likelihoods and the covariate terms.
 """
 
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
+from tiers import long_only
 
 from bnpjax.infer.base import bind
 from bnpjax.models import ilfm
@@ -183,11 +181,4 @@ CASES = [
 # each ILFM row costs about 110 s per simulator with an empty compilation cache on the 2-core
 # CI machine; the random-walk probit row (whose twin repeats the first row's rate slip) runs
 # with BNPJAX_LONG_TESTS=1, the three others in every run
-MARKS = {
-    "ilfm.gibbs.random_walk_probit": (
-        pytest.mark.skipif(
-            os.environ.get("BNPJAX_LONG_TESTS") != "1",
-            reason="about 110 s per simulator; set BNPJAX_LONG_TESTS=1 to run it",
-        ),
-    )
-}
+MARKS = {"ilfm.gibbs.random_walk_probit": (long_only("about 110 s per simulator"),)}

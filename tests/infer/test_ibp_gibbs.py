@@ -8,7 +8,6 @@ iteration under ``vmap`` for the same check). The HMC block is refreshed after e
 draw of the data, since it caches the potential and its gradient.
 """
 
-import os
 from functools import partial
 from statistics import NormalDist
 
@@ -23,6 +22,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.handlers import condition, seed, substitute, trace
 from numpyro.infer import HMC, MCMC, NUTS, Gibbs, Predictive
 from numpyro.infer.util import log_likelihood
+from tiers import long_only
 
 from bnpjax.infer.ibp_gibbs import IBPGibbs
 from bnpjax.infer.ibp_split_merge import split_merge_log_proposal_ratio
@@ -238,12 +238,10 @@ def configured(name, block):
     return block
 
 
-LONG = os.environ.get("BNPJAX_LONG_TESTS") == "1"
-LONG_ONLY = pytest.mark.skipif(
-    not LONG,
-    reason="the block without its feature parameters (not the recommended form), with "
+LONG_ONLY = long_only(
+    "the block without its feature parameters (not the recommended form), with "
     "births one row after another, or with the moves of pairs of features (3000 successive "
-    "steps, ~50 s); BNPJAX_LONG_TESTS=1",
+    "steps, ~50 s)"
 )
 
 GEWEKE = {

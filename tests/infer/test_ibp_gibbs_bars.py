@@ -30,7 +30,6 @@ parameters cancel in ``Z @ A``, or no feature at all; with ``births="rows"`` thi
 (E[K+] 4.914 vs 4.910, ESS 1082 / 398, largest |z| 0.70). Long: ``BNPJAX_LONG_TESTS=1``.
 """
 
-import os
 from statistics import NormalDist
 
 import jax
@@ -38,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-import pytest
 from numpyro.infer import MCMC, NUTS, Gibbs
+from tiers import long_only
 
 import bnpjax
 from bnpjax.datasets import synthetic
@@ -48,10 +47,7 @@ from bnpjax.infer.rhat_ess import ess_bulk
 from bnpjax.models import ibp_lg
 from bnpjax.priors.ibp_distribution import IndianBuffetProcess
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("BNPJAX_LONG_TESTS") != "1",
-    reason="4 x 1300 sweeps of each sampler: set BNPJAX_LONG_TESTS=1",
-)
+pytestmark = long_only("4 x 1300 sweeps of each sampler")
 
 NUM_OBS, CAPACITY, CHAINS, WARMUP, SAMPLES = 60, 24, 4, 300, 1000
 

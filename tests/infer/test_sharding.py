@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 from jax.sharding import Mesh
+from tiers import LONG, long_only
 
 from bnpjax.infer import make_mesh
 from bnpjax.infer.sharding import resolve_devices
@@ -22,7 +23,6 @@ WORKER = pathlib.Path(__file__).with_name("sharding_worker.py")
 #: the devices: about four more core-minutes with an empty compilation cache on the 2-core CI
 #: machine, so they run with BNPJAX_LONG_TESTS=1 (rows split over devices stay checked in
 #: every run, with the factorization machine's)
-LONG = os.environ.get("BNPJAX_LONG_TESTS") == "1"
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_rows_split_over_devices(four_devices):
     assert four_devices["fm_rows"]["max_rel_diff"] < 1e-4
 
 
-@pytest.mark.skipif(not LONG, reason="four core-minutes; BNPJAX_LONG_TESTS=1")
+@long_only("four core-minutes")
 def test_rows_of_every_model_split_over_devices(four_devices):
     assert four_devices["ibp_rows"]["layout"] == "P('chain', 'data')"
     assert four_devices["m3f_ratings"]["layout"].startswith("P('chain'")

@@ -7,20 +7,18 @@ compared draw for draw with the chain on the data in their own units.
 (WMMSB and M3F are left out: their data are counts and ordinal levels, which have no units.)
 """
 
-import os
 import warnings
 
 import jax
 import numpy as np
 import pytest
+from tiers import LONG
 
 from bnpjax.datasets import bars, factorization_ratings
 from bnpjax.infer import run
 from bnpjax.models import ibp_lg, ilfm
 from bnpjax.models import linear_regression as lr
 from bnpjax.testing import float_precision
-
-LONG = os.environ.get("BNPJAX_LONG_TESTS") == "1"
 
 
 @pytest.fixture

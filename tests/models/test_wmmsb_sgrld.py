@@ -3,20 +3,18 @@ against the exact collapsed Gibbs sampler, the driver's InferenceData, argument 
 
 import functools
 import importlib
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiers import LONG, long_only
 
 import bnpjax
 from bnpjax.models import wmmsb
 
 sgrld_module = importlib.import_module("bnpjax.models.wmmsb.sgrld")
 visits = importlib.import_module("bnpjax.models.wmmsb.visits")
-
-LONG = os.environ.get("BNPJAX_LONG_TESTS") == "1"
 
 
 def _small_network(likelihood):
@@ -43,7 +41,10 @@ def _small_network(likelihood):
 
 @pytest.mark.parametrize(
     "likelihood",
-    ["bernoulli", pytest.param("nb", marks=pytest.mark.skipif(not LONG, reason="long"))],
+    [
+        "bernoulli",
+        pytest.param("nb", marks=long_only("the negative binomial case")),
+    ],
 )
 def test_the_minibatch_gradients_are_unbiased(likelihood):
     """The mean over 20000 minibatches (4 of 12 nodes, 6 partner draws each, links sampled
@@ -111,7 +112,7 @@ def test_sgrld_runs_through_the_driver_with_minibatches():
     assert roc_auc(Y[ti, tj] > 0, prob.mean((0, 1))) > 0.8
 
 
-@pytest.mark.skipif(not LONG, reason="BNPJAX_LONG_TESTS=1 (about 30 s)")
+@long_only("about 30 s")
 def test_the_scvb0_start_finds_the_planted_communities():
     """Planted MMSB, 2,000 nodes, K = 20, mean degree about 20 (80% within blocks): after 10
     sampler passes the default start (40 SCVB0 passes) ranks held-out links (AUC > 0.8; the
@@ -331,7 +332,7 @@ def test_sgrld_stationary_law_matches_collapsed_gibbs():
     assert np.max(np.abs(bias)) < 0.05, bias
 
 
-@pytest.mark.skipif(not LONG, reason="BNPJAX_LONG_TESTS=1 (about 25 s)")
+@long_only("about 25 s")
 @pytest.mark.parametrize("broken", ["noise", "divergence"])
 def test_sgrld_broken_twins_fail_the_stationary_test(broken):
     """The same test fails the kernel whose noise lacks the metric's sqrt(x) and the one
