@@ -19,12 +19,12 @@ from bnpjax.infer import make_mesh
 from bnpjax.infer.sharding import resolve_devices
 
 WORKER = pathlib.Path(__file__).with_name("sharding_worker.py")
-#: the row-parallel IBP sampler over a 2 x 2 mesh, M3F's ratings and WMMSB's pairs split over
-#: the devices: about four more core-minutes with an empty compilation cache on the 2-core CI
-#: machine, so they run with BNPJAX_LONG_TESTS=1 (rows split over devices stay checked in
-#: every run, with the factorization machine's)
 
 
+# the worker's --long adds the row-parallel IBP sampler over a 2 x 2 mesh, M3F's ratings and
+# WMMSB's pairs split over the devices: about four more core-minutes with an empty compilation
+# cache on the 2-core CI machine, so they run in the long tier (rows split over devices stay
+# checked in every run, with the factorization machine's)
 @pytest.fixture(scope="module")
 def four_devices(tmp_path_factory):
     env = dict(os.environ)
