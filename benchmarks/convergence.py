@@ -258,6 +258,8 @@ def measure(name, args):
         f"after {settled}; wall {row['wall_s']} s",
         flush=True,
     )
+    if "num_features" not in result.trace["sample_stats"]:  # no feature count (FM, M3F)
+        return row
     row["k_plus_ess_per_s"] = _k_plus_ess(result.trace) / sampling
     row["k_plus_mean"] = float(np.mean(result.trace["sample_stats"]["num_features"]))
     if name.startswith("ibp_"):
