@@ -111,7 +111,7 @@ def training_data(net, rep, prop, test_src, test_dst, rest, likelihood, zeros="d
 
 def fit(data, hyper, likelihood, args, key, valid, max_count):
     if args.method == "cvb0":
-        inits = ["assortative", "random"] if args.init == "best" else [args.init]
+        inits = ["assortative", "random"] if args.init == "best" else [args.init or "assortative"]
         best, compile_s = None, 0.0
         for init in inits:
             algorithm = wmmsb.cvb0(
@@ -146,7 +146,11 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
             kappa=args.kappa,
             kappa_node=args.kappa_node,
             node_update=args.node_update,
-            init="assortative" if args.init == "best" else args.init,
+            **(
+                {}
+                if args.init is None
+                else {"init": "assortative" if args.init == "best" else args.init}
+            ),
         )
         N = int(data.degree.shape[0])
         steps = args.steps or max(1, round(args.passes * N / args.batch))
@@ -259,9 +263,9 @@ def main(argv=None):
     parser.add_argument(
         "--init",
         choices=["assortative", "random", "best", "even"],
-        default="assortative",
-        help="CVB0 start (best: both, keeping the higher final training log-likelihood) or "
-        "SCVB0's (best: assortative; even: the assortative tilt on even block shares)",
+        default=None,
+        help="CVB0 start (default assortative; best: both, keeping the higher final training "
+        "log-likelihood) or SCVB0's (default: the library's, even; best: assortative)",
     )
     parser.add_argument("--models", nargs="+", default=["bg", "bernoulli"])
     parser.add_argument("--out-dir", default="wmmsb_online_roc")
