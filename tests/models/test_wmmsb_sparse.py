@@ -262,12 +262,20 @@ def test_node_update_and_init_are_checked():
         wmmsb.scvb0(data, hyper, batch=2, init="kmeans")
 
 
-def test_the_even_start_has_cvb0s_assortative_block_statistics():
-    """init="even": every block the same share of the pairs, the within-community ones 10
-    times the links' share of the others (cvb0's assortative start in expectation)."""
+@pytest.mark.parametrize("how", ["factory", "default", "public init"])
+def test_the_even_start_has_cvb0s_assortative_block_statistics(how):
+    """init="even" (the default, through the factory and the public ``init``): every block
+    the same share of the pairs, the within-community ones 10 times the links' share of the
+    others (cvb0's assortative start in expectation)."""
     data = wmmsb.make_network(6, [0, 1, 2], [1, 2, 3], [1, 2, 1], directed=True, zeros="none")
     hyper = wmmsb.make_hyper(3, likelihood="bg")
-    state = wmmsb.scvb0(data, hyper, batch=2, init="even").init(jax.random.key(0))
+    key = jax.random.key(0)
+    if how == "factory":
+        state = wmmsb.scvb0(data, hyper, batch=2, init="even").init(key)
+    elif how == "default":
+        state = wmmsb.scvb0(data, hyper, batch=2).init(key)
+    else:
+        state = wmmsb.scvb0.init(key, data, hyper, likelihood="bg")
     n_phi, rate = np.asarray(state.n_phi), np.asarray(state.n_y / state.n_phi)
     np.testing.assert_allclose(n_phi, n_phi[0, 0], rtol=1e-6)
     np.testing.assert_allclose(rate / rate[0, 1], 1 + 9 * np.eye(3), rtol=1e-6)
