@@ -11,9 +11,11 @@ pair is unobserved (masked, never a zero). K = 10, alpha_k = 1/K. The models are
 counts), stochastic CVB0 (``--method scvb0``, the thesis' choice) or the sampler SGRLD
 (``--method sgrld``, ``wmmsb.sgrld`` through ``bnpjax.sample``: models ``nb``, the WMMSB with
 fixed ``r``, ``p``, and ``bernoulli``; ``--init-passes`` passes of SCVB0 as its start, then
-``--sampler-passes`` passes of which the last ``--keep`` give one draw each). The score of a
-test pair is the posterior predictive P(y > 0) (for SGRLD its mean over the kept draws,
-``wmmsb.predict``); AUC-ROC mean and sd over repetitions are printed next to
+``--sampler-passes`` passes of which the last ``--keep`` give one draw each), or the exact
+collapsed Gibbs sampler (``--method gibbs``, models ``nb`` and ``bernoulli``, every pair read:
+the reference that tells whether SGRLD's gap to CVB0 is the sampler's or the posterior's).
+The score of a test pair is the posterior predictive P(y > 0) (for SGRLD and Gibbs its mean
+over the kept draws, ``wmmsb.predict``); AUC-ROC mean and sd over repetitions are printed next to
 the thesis figures (WMMSB-bg by stochastic CVB0; SBM = Peixoto's graph-tool SBM), with the
 seconds per fit (compile time reported apart). A PNG of the training log-likelihood per
 iteration (100% training, first repetition) is written per network.
@@ -21,6 +23,8 @@ iteration (100% training, first repetition) is written per network.
     python benchmarks/wmmsb_online_roc.py                                   # full protocol
     python benchmarks/wmmsb_online_roc.py --datasets fb_uc --reps 2 --props 0.1 1.0
     python benchmarks/wmmsb_online_roc.py --method sgrld --models nb --props 0.1 1.0
+    python benchmarks/wmmsb_online_roc.py --method gibbs --models nb --props 0.1 \
+        --datasets moreno_names --reps 1 --rep-start 3
 """
 
 from __future__ import annotations
@@ -134,6 +138,8 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
         result.timings["compile_s"] = compile_s
     elif args.method == "sgrld":
         return _sgrld(data, hyper, likelihood, args, key)
+    elif args.method == "gibbs":
+        return _gibbs(data, hyper, likelihood, args, key)
     else:
         algorithm = wmmsb.scvb0(
             data,
@@ -188,10 +194,27 @@ def _sgrld(data, hyper, likelihood, args, key):
     return idata, scale, {}
 
 
+def _gibbs(data, hyper, likelihood, args, key):
+    """The exact collapsed Gibbs sampler (one chain), the reference for SGRLD: is a gap to
+    CVB0 the sampler's or the posterior's? One draw every 5 of the kept sweeps."""
+    warmup, kept = args.gibbs_sweeps
+    algorithm = wmmsb.collapsed_gibbs(data, hyper, likelihood=likelihood)
+    idata = bnpjax.sample(
+        algorithm,
+        key,
+        max(1, kept // 5),
+        num_warmup=warmup,
+        thin=5,
+        progress_bar=False,
+        check_convergence=False,
+    )
+    return idata, np.asarray(idata.sample_stats["lp"]).reshape(-1), {}
+
+
 def _score(state, hyper, likelihood, args, data, test_src, test_dst):
     """P(y > 0) of the test pairs: the plug-in of a CVB0 / SCVB0 state, or the mean over the
     SGRLD draws."""
-    if args.method == "sgrld":
+    if args.method in ("sgrld", "gibbs"):
         prob = wmmsb.predict(state, data, (test_src, test_dst), hyper=hyper, likelihood=likelihood)
         return prob.reshape(-1, test_src.shape[0]).mean(0)
     score = wmmsb.expected_link_probability(state, hyper, test_src, test_dst, likelihood=likelihood)
@@ -205,7 +228,16 @@ def main(argv=None):
     parser.add_argument("--rep-start", type=int, default=0, help="first repetition (its seed)")
     parser.add_argument("--props", type=float, nargs="+", default=list(PROPS))
     parser.add_argument("--K", type=int, default=10)
-    parser.add_argument("--method", choices=["cvb0", "scvb0", "sgrld"], default="cvb0")
+    parser.add_argument("--method", choices=["cvb0", "scvb0", "sgrld", "gibbs"], default="cvb0")
+    parser.add_argument(
+        "--gibbs-sweeps",
+        type=int,
+        nargs=2,
+        default=(200, 100),
+        metavar=("WARMUP", "KEPT"),
+        help="exact collapsed Gibbs (models nb, bernoulli; zeros listed): warmup sweeps and "
+        "kept sweeps, one draw every 5 of these",
+    )
     parser.add_argument("--iters", type=int, default=100, help="CVB0 passes")
     parser.add_argument(
         "--passes",
@@ -284,7 +316,8 @@ def main(argv=None):
             for likelihood in args.models:
                 hyper = wmmsb.make_hyper(args.K, likelihood=likelihood)
                 for prop in args.props:
-                    zeros = "dense" if args.method == "cvb0" else "none"  # scvb0 draws them
+                    # cvb0 masks the zeros, gibbs reads every pair, the others draw them
+                    zeros = {"cvb0": "dense", "gibbs": "list"}.get(args.method, "none")
                     data = training_data(
                         net, rep, prop, test_src, test_dst, rest, likelihood, zeros
                     )
@@ -345,12 +378,14 @@ def main(argv=None):
         for likelihood in args.models:
             if (name, likelihood) in curves:
                 ax.plot(curves[(name, likelihood)], label=likelihood)
-        xlabel = {"cvb0": "iteration", "scvb0": "step", "sgrld": "kept draw"}[args.method]
+        xlabel = {"cvb0": "iteration", "scvb0": "step", "sgrld": "kept draw", "gibbs": "kept draw"}
+        xlabel = xlabel[args.method]
         ax.set_xlabel(xlabel)
         ax.set_ylabel(
-            "mean node scale (1 under the target)"
-            if args.method == "sgrld"
-            else "mean training log-likelihood per pair"
+            {
+                "sgrld": "mean node scale (1 under the target)",
+                "gibbs": "collapsed log joint",
+            }.get(args.method, "mean training log-likelihood per pair")
         )
         ax.set_title(f"{name}: {args.method}, K={args.K}, 100% training")
         ax.legend()
