@@ -43,6 +43,7 @@ from bnpjax.datasets import load_network
 from bnpjax.infer import fit_run
 from bnpjax.metrics import roc_auc
 from bnpjax.models import wmmsb
+from bnpjax.models.wmmsb.scvb0 import DEFAULT_INIT as SCVB0_DEFAULT_INIT
 
 PROPS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 #: thesis table (WMMSB-bg by stochastic CVB0; in brackets there Peixoto's SBM), 10% and 100%
@@ -152,11 +153,7 @@ def fit(data, hyper, likelihood, args, key, valid, max_count):
             kappa=args.kappa,
             kappa_node=args.kappa_node,
             node_update=args.node_update,
-            **(
-                {}
-                if args.init is None
-                else {"init": "assortative" if args.init == "best" else args.init}
-            ),
+            init={None: SCVB0_DEFAULT_INIT, "best": "assortative"}.get(args.init, args.init),
         )
         N = int(data.degree.shape[0])
         steps = args.steps or max(1, round(args.passes * N / args.batch))
@@ -213,7 +210,7 @@ def _gibbs(data, hyper, likelihood, args, key):
 
 def _score(state, hyper, likelihood, args, data, test_src, test_dst):
     """P(y > 0) of the test pairs: the plug-in of a CVB0 / SCVB0 state, or the mean over the
-    SGRLD draws."""
+    SGRLD or Gibbs draws."""
     if args.method in ("sgrld", "gibbs"):
         prob = wmmsb.predict(state, data, (test_src, test_dst), hyper=hyper, likelihood=likelihood)
         return prob.reshape(-1, test_src.shape[0]).mean(0)
@@ -378,9 +375,7 @@ def main(argv=None):
         for likelihood in args.models:
             if (name, likelihood) in curves:
                 ax.plot(curves[(name, likelihood)], label=likelihood)
-        xlabel = {"cvb0": "iteration", "scvb0": "step", "sgrld": "kept draw", "gibbs": "kept draw"}
-        xlabel = xlabel[args.method]
-        ax.set_xlabel(xlabel)
+        ax.set_xlabel({"cvb0": "iteration", "scvb0": "step"}.get(args.method, "kept draw"))
         ax.set_ylabel(
             {
                 "sgrld": "mean node scale (1 under the target)",
