@@ -86,7 +86,7 @@ def _instrument():
         jitted = jax.jit(fn) if out_shardings is None else jax.jit(fn, out_shardings=out_shardings)
         lowered = jitted.lower(*args)
         t1 = time.perf_counter()
-        program = lowered.compile()
+        program = programs.compile_lowered(lowered)  # the driver's compile options
         t2 = time.perf_counter()
         programs._COMPILED[key] = program
         programs._COMPILE_COUNT += 1

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.checks import check_integer
+from bnpjax.infer.programs import jit
 
 __all__ = ["map_draws", "posterior_draws"]
 
@@ -94,7 +95,7 @@ def posterior_draws(
     return out
 
 
-@jax.jit
+@jit
 def _apply(fn, batch):
     return jax.vmap(fn)(batch)
 

@@ -23,6 +23,7 @@ from jax.sharding import Mesh
 from bnpjax.infer.arviz_adapter import groups_to_inference_data, package_versions
 from bnpjax.infer.base import ArvizSpec, PRNGKey, State, Trace
 from bnpjax.infer.checks import check_integer
+from bnpjax.infer.programs import jit
 from bnpjax.infer.sharding import place, resolve_devices
 
 __all__ = ["FitResult", "VariationalAlgorithm", "fit", "fit_run"]
@@ -97,12 +98,12 @@ def _as_pytree(fn):
     return fn if isinstance(fn, jax.tree_util.Partial) else jax.tree_util.Partial(fn)
 
 
-@jax.jit
+@jit
 def _init(init, key):
     return init(key)
 
 
-@jax.jit
+@jit
 def _chunk(step, run_key, state, steps):
     def body(state, t):
         return step(jax.random.fold_in(run_key, t), state)
@@ -110,13 +111,13 @@ def _chunk(step, run_key, state, steps):
     return lax.scan(body, state, steps)
 
 
-@jax.jit
+@jit
 def _point(trace, state):
     return trace(state)
 
 
 def _sample(sample, key, state, num_draws: int):
-    return jax.jit(sample, static_argnums=2)(key, state, num_draws)
+    return jit(sample, static_argnums=2)(key, state, num_draws)
 
 
 def _keys(key):

@@ -27,7 +27,6 @@ https://github.com/tohtsky/myFM
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -38,6 +37,7 @@ from scipy.special import ndtr  # on the host, in float64
 from bnpjax.infer import run, to_inference_data
 from bnpjax.infer.checks import check_integer, key_from_random_state
 from bnpjax.infer.diagnostics import check_convergence
+from bnpjax.infer.programs import jit
 from bnpjax.models.fm.conditionals import _predict_coo
 from bnpjax.models.fm.data import check_start_scale, check_targets, make_data, make_hyper
 from bnpjax.models.fm.gibbs import gibbs
@@ -223,7 +223,7 @@ class _BayesianFM:
         return to_inference_data(self.result_)
 
 
-@functools.partial(jax.jit, static_argnames="num_rows")
+@jit(static_argnames="num_rows")
 def _predict_draws(rows, cols, values, num_rows, b, w, V, relations):
     return jax.vmap(
         lambda b_, w_, V_: _predict_coo(rows, cols, values, num_rows, b_, w_, V_, relations)
