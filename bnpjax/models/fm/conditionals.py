@@ -57,9 +57,12 @@ def _feature_sums_of(block: FMBlock, H_pad, r_pad):
     index; a bucketed block sums its segments' parts by feature."""
     grams, sums = [], []
     for index in block.buckets:
+        # products summed over the bucket's width rather than an einsum, which XLA's CPU
+        # backend runs as thousands of tiny matrix products: the sweep is about a quarter
+        # faster (ML-100K u1, rank 10: 64 against 86 ms, 2026-11-28)
         H_b = H_pad[index]
-        grams.append(jnp.einsum("mwk,mwl->mkl", H_b, H_b))
-        sums.append(jnp.einsum("mwk,mw->mk", H_b, r_pad[index]))
+        grams.append(jnp.sum(H_b[:, :, :, None] * H_b[:, :, None, :], axis=1))
+        sums.append(jnp.sum(H_b * r_pad[index][:, :, None], axis=1))
     gram, hr = jnp.concatenate(grams), jnp.concatenate(sums)
     if block.segment_feature is None:
         return gram, hr
