@@ -208,6 +208,8 @@ def jit(fn: Callable | None = None, **jit_kwargs):
                 if not _drop_unknown(options, err):
                     raise
 
+    # jax.jit's count of compiled programs, summed over the option sets (no-recompile tests)
+    call._cache_size = lambda: sum(j._cache_size() for j in jitted_by_options.values())
     return call
 
 
