@@ -37,6 +37,7 @@ from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concr
 from bnpjax.infer.checks import check_integer, renamed_arguments
 from bnpjax.models.fm.conditionals import (
     _intercept_block,
+    _inverse_gamma_draws,
     _joint_block,
     _normal_hyper,
     _predict_coo,
@@ -57,7 +58,6 @@ from bnpjax.models.fm.data import (
 )
 from bnpjax.models.fm.layout import FMRelation
 from bnpjax.models.fm.likelihoods import _cutpoint_step, _log_likelihood_terms, _sample_latent
-from bnpjax.ops import sample_inverse_gamma
 
 __all__ = ["build_step", "gibbs", "init"]
 
@@ -81,19 +81,20 @@ def _step(
     # w = 0 and small V, the first sweeps then use variances fitted to them rather than the
     # initial unit variances, which would let V overshoot and lengthen burn-in
     group, sizes = data.group, data.group_sizes
+    variances = []  # (shape, scale) of each inverse-gamma conditional, drawn in one call
     if fit_linear:
-        mu_w, var_w = _normal_hyper(keys[5], state.w, group, sizes, state.var_w, hyper)
+        mu_w, conditional_w = _normal_hyper(keys[5], state.w, group, sizes, state.var_w, hyper)
+        variances.append(conditional_w)
     else:
         mu_w, var_w = state.mu_w, state.var_w
-    mu_v, var_v = _normal_hyper(keys[6], state.V, group, sizes, state.var_v, hyper)
+    mu_v, conditional_v = _normal_hyper(keys[6], state.V, group, sizes, state.var_v, hyper)
+    variances.append(conditional_v)
     cutpoints, accepted = state.cutpoints, jnp.ones((), yhat.dtype)
+    noise_var = state.noise_var if likelihood == "gaussian" else jnp.ones((), yhat.dtype)
     if likelihood == "gaussian":
         resid = data.y - yhat
-        noise_var = state.noise_var
         if sample_noise:
-            noise_var = sample_inverse_gamma(
-                keys[7], hyper.alpha_0 / 2 + n / 2, hyper.beta_0 / 2 + 0.5 * resid @ resid
-            )
+            variances.append((hyper.alpha_0 / 2 + n / 2, hyper.beta_0 / 2 + 0.5 * resid @ resid))
         target = data.y
     else:
         if likelihood == "ordinal":
@@ -101,7 +102,13 @@ def _step(
                 keys[0], data.y, yhat, state.cutpoints, hyper, step_sizes
             )
         target = _sample_latent(keys[1], data.y, yhat, cutpoints, likelihood)
-        noise_var = jnp.ones((), yhat.dtype)
+    # var_w, var_v and the noise are independent given b, w, V and the means
+    drawn = _inverse_gamma_draws(keys[7], variances)
+    if fit_linear:
+        var_w = drawn.pop(0)
+    var_v = drawn.pop(0)
+    if drawn:
+        noise_var = drawn.pop(0)
     e = target - yhat
 
     # b with mu_w (the weights' deviations from it held): with one-hot groups they are
