@@ -101,9 +101,9 @@ def _narrow(noise, *args):
     return _joint_block(0.5 * noise, *args)
 
 
-def _weak_mean_prior(key, data, hyper, *args, **kwargs):
+def _weak_mean_prior(noise, data, hyper, *args, **kwargs):
     return _intercept_block(
-        key, data, hyper._replace(gamma_0=0.25 * hyper.gamma_0), *args, **kwargs
+        noise, data, hyper._replace(gamma_0=0.25 * hyper.gamma_0), *args, **kwargs
     )
 
 

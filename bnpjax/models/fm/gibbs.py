@@ -36,6 +36,7 @@ import numpy as np
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
 from bnpjax.infer.checks import check_integer, renamed_arguments
 from bnpjax.models.fm.conditionals import (
+    SCALE_STEPS,
     _intercept_block,
     _inverse_gamma_draws,
     _joint_block,
@@ -44,6 +45,7 @@ from bnpjax.models.fm.conditionals import (
     _predict_parts,
     _relation_sweep,
     _scale_block,
+    _standard_normals,
     _take_features,
 )
 from bnpjax.models.fm.data import (
@@ -76,6 +78,13 @@ def _step(
     n = data.y.shape[0]
     K = state.V.shape[1]
     keys = jax.random.split(key, 8)
+    G, p = data.group_sizes.shape[0], data.group.shape[0]
+    D = int(fit_linear) + K
+    # every standard normal of the sweep from one call (_standard_normals)
+    shapes = [(G,), (G, K), (1, int(fit_w0) + G * int(fit_linear)), (G, len(SCALE_STEPS)), (p, D)]
+    normals_w, normals_v, normals_b, normals_scale, noise = _standard_normals(
+        keys[3], shapes, state.w.dtype
+    )
     yhat, q = _predict_parts(data, state.b, state.w, state.V)
     # hyperparameters first, given the current b, w, V (libFM's order): from the usual start,
     # w = 0 and small V, the first sweeps then use variances fitted to them rather than the
@@ -83,11 +92,11 @@ def _step(
     group, sizes = data.group, data.group_sizes
     variances = []  # (shape, scale) of each inverse-gamma conditional, drawn in one call
     if fit_linear:
-        mu_w, conditional_w = _normal_hyper(keys[5], state.w, group, sizes, state.var_w, hyper)
+        mu_w, conditional_w = _normal_hyper(normals_w, state.w, group, sizes, state.var_w, hyper)
         variances.append(conditional_w)
     else:
         mu_w, var_w = state.mu_w, state.var_w
-    mu_v, conditional_v = _normal_hyper(keys[6], state.V, group, sizes, state.var_v, hyper)
+    mu_v, conditional_v = _normal_hyper(normals_v, state.V, group, sizes, state.var_v, hyper)
     variances.append(conditional_v)
     cutpoints, accepted = state.cutpoints, jnp.ones((), yhat.dtype)
     noise_var = state.noise_var if likelihood == "gaussian" else jnp.ones((), yhat.dtype)
@@ -116,12 +125,12 @@ def _step(
     b, w = state.b, state.w
     if fit_w0 or fit_linear:
         b, mu_w, w, e = (intercept_block or _intercept_block)(
-            keys[2], data, hyper, e, b, w, mu_w, var_w, noise_var,
+            normals_b, data, hyper, e, b, w, mu_w, var_w, noise_var,
             fit_w0=fit_w0, fit_linear=fit_linear,
         )  # fmt: skip
     if fit_linear:  # var_w with the spread of w (_scale_block)
         w, var_w, e = (scale_block or _scale_block)(
-            jax.random.fold_in(keys[2], 1), data, hyper, e, w, mu_w, var_w, noise_var
+            keys[2], data, hyper, e, w, mu_w, var_w, noise_var, normals=normals_scale
         )
 
     # theta_i = (w_i, v_i): one joint Gaussian block per feature, all features of a colour at
@@ -140,7 +149,6 @@ def _step(
         theta = jnp.concatenate(parts, axis=1)
         prior_mean = jnp.concatenate(means, axis=1)
         prior_precision = jnp.concatenate(precisions, axis=1)
-        noise = jax.random.normal(keys[3], theta.shape, theta.dtype)
         for block in data.blocks:  # a bucketed block's padding features: see FMBlock
             new, e, q = joint_block(
                 _take_features(noise, block), e, q, block, _take_features(theta, block),
