@@ -27,7 +27,9 @@ bucketed and not, :func:`bnpjax.models.fm.make_data`'s ``bucket_shapes``: what t
 fold compiles, its fit and run time per sweep; ``--peer`` adds myFM's fits), and
 ``demo-MODEL`` for every ``bnpjax demo`` (its default settings, plots written to a temporary
 folder). ``--peer`` adds myFM (``pip install myfm``) on the FM cases, also in fresh processes:
-it has nothing to compile, so its first fit is its only fit.
+it has nothing to compile, so its first fit is its only fit. Each repeat runs myFM, then
+bnpjax with an empty and a warm cache, and the ratios are given per repeat as well as of
+the medians.
 
     python benchmarks/compile_time.py                         # FM cases, default opt level
     python benchmarks/compile_time.py --cases fm100k --opt-levels default,1 --peer
@@ -349,14 +351,16 @@ def main() -> None:
         if case == "fm100k-folds":
             _folds(args)
             continue
-        peer = None
-        if args.peer and case.startswith("fm"):
-            peer = [_spawn(case, "off", "default", peer=True) for _ in range(args.repeats)]
-            print(f"\n== {case}: myFM first fit {_median([p['first_fit_s'] for p in peer]):.2f} s"
-                  f" (RMSE {peer[0]['rmse']:.4f})")  # fmt: skip
+        with_peer = args.peer and case.startswith("fm")
         for opt in args.opt_levels.split(","):
             runs: dict[str, list] = {"empty": [], "warm": []}
+            peer: list | None = [] if with_peer else None
             for _ in range(args.repeats):
+                # myFM, then bnpjax with an empty and a warm cache, repeat after repeat: the
+                # shared machine's pace drifts by a factor of two within minutes, so each
+                # repeat's ratio compares runs made side by side
+                if peer is not None:
+                    peer.append(_spawn(case, "off", "default", peer=True))
                 with tempfile.TemporaryDirectory() as cache:
                     runs["empty"].append(_spawn(case, cache, opt))
                     runs["warm"].append(_spawn(case, cache, opt))
@@ -391,7 +395,15 @@ def _report(case, opt, runs, peer) -> None:
             line += f", {1e3 * run / results[0]['sweeps']:.1f} ms/sweep"
         if peer:
             theirs = _median([p["first_fit_s"] for p in peer])
-            line += f"; myFM {theirs:.2f} s, ratio {first / theirs:.2f}"
+            paired = [
+                r["first_fit_s"] / p["first_fit_s"] for r, p in zip(results, peer, strict=True)
+            ]
+            line += (
+                f"; myFM {theirs:.2f} s (RMSE {peer[0]['rmse']:.4f}), ratio of medians "
+                f"{first / theirs:.2f}, per repeat "
+                + "/".join(f"{x:.2f}" for x in paired)
+                + f" (median {_median(paired):.2f})"
+            )
         print(line)
 
 
