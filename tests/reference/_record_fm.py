@@ -2,7 +2,8 @@
 """Record the FM cases' draws of ``tests/reference/fm.py`` from the code of this checkout:
 ``PYTHONPATH=.:tests python tests/reference/_record_fm.py``. Used when the FM sweep changed
 its draws on purpose (the joint draw of ``b`` and ``mu_w``; the scale move of the
-linear weights with their variances; the variances from one call of the gamma sampler; the normals from one call)."""
+linear weights with their variances; the variances from one call of the gamma sampler and
+the normals from one call)."""
 
 import os
 
