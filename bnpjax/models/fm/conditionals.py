@@ -457,10 +457,15 @@ def _standard_normals(key, shapes, dtype):
     each call compiles its own counter-based hash, and the sweep's normal draws (the groups'
     means, the intercept block, the scale moves, the colours' noise) were 1,324 of its 7,973
     HLO lines in five calls (ML-100K u1, rank 10, 2026-11-28)."""
-    sizes = [math.prod(shape) for shape in shapes]
-    flat = jax.random.normal(key, (sum(sizes),), dtype)
+    flat = jax.random.normal(key, (sum(math.prod(shape) for shape in shapes),), dtype)
+    return _split_flat(flat, shapes)
+
+
+def _split_flat(flat, shapes):
+    """``flat`` cut, in order, into arrays of the given shapes."""
     out, start = [], 0
-    for shape, size in zip(shapes, sizes, strict=True):
+    for shape in shapes:
+        size = math.prod(shape)
         out.append(flat[start : start + size].reshape(shape))
         start += size
     return out
@@ -471,17 +476,14 @@ def _inverse_gamma_draws(key, conditionals):
     of the gamma sampler: each call of :func:`jax.random.gamma` compiles to a rejection loop
     of about a thousand HLO lines, and the sweep's variances (``var_w``, ``var_v``, the
     noise) are conditionally independent given ``b, w, V`` and the means, so drawing them
-    together is the same Gibbs step with a third of the program (ML-100K u1, rank 10: the
-    sampling chunk had 11,603 lines, 3,449 of them the gamma sampler, 2026-11-28)."""
+    together is the same Gibbs step with one rejection loop instead of three (ML-100K u1,
+    rank 10: the sampling chunk had 11,603 lines, 3,449 of them the gamma sampler,
+    2026-11-28)."""
     pairs = [jnp.broadcast_arrays(shape, scale) for shape, scale in conditionals]
     shapes = jnp.concatenate([jnp.ravel(shape) for shape, _ in pairs])
     scales = jnp.concatenate([jnp.ravel(scale) for _, scale in pairs])
     draws = sample_inverse_gamma(key, shapes.astype(scales.dtype), scales)
-    out, start = [], 0
-    for _, scale in pairs:
-        out.append(draws[start : start + scale.size].reshape(scale.shape))
-        start += scale.size
-    return out
+    return _split_flat(draws, [scale.shape for _, scale in pairs])
 
 
 def _predict_coo(rows, cols, values, num_rows: int, b, w, V, relations=()):
