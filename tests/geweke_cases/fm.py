@@ -11,8 +11,10 @@ draws) gave max |z| 1.3-2.1 over seeds 1-7 and 12 for the relation-block case.
 
 Broken twins, built from the kernel's private pieces: joint ``(w_i, v_i)`` draws with half
 the right spread, the joint ``(b, mu_w)`` draw with a quarter of the precision of the prior of
-``mu_w`` (rank 0, where the linear part is all there is), and a relation sweep without the
-sum of ``r r'`` in its block-row sums (the precision's last term).
+``mu_w`` (rank 0, where the linear part is all there is), a relation sweep without the
+sum of ``r r'`` in its block-row sums (the precision's last term), the scale move without its
+Jacobian (probit), and the factor-scale move of a users-and-items design with the items' side
+of its target halved.
 """
 
 import importlib
@@ -26,10 +28,12 @@ from bnpjax.models import fm
 from bnpjax.models.fm import geweke
 from bnpjax.models.fm.conditionals import (
     _block_row_sums,
+    _factor_scale_block,
     _intercept_block,
     _joint_block,
     _predict_parts,
     _scale_block,
+    _two_sided,
 )
 from bnpjax.testing import GewekeCase
 
@@ -111,6 +115,10 @@ def _scale_without_jacobian(*args, **kwargs):
     return _scale_block(*args, **kwargs, jacobian=False)
 
 
+def _factor_scale_half_items(*args, **kwargs):
+    return _factor_scale_block(*args, **kwargs, items_side=0.5)
+
+
 def _without_rr(relation, r, e):
     S, T, E, R = _block_row_sums(relation, r, e)
     return S, 0.0 * T, E, R
@@ -125,6 +133,7 @@ def _twin(**hooks):
         num_levels = algorithm.spec.settings["num_levels"]
         step = bind(
             fm_gibbs._step, data, hyper, fm_gibbs._step_sizes(data, likelihood, num_levels),
+            _two_sided(data),
             likelihood=likelihood, fit_w0=likelihood != "ordinal", fit_linear=True, **hooks,
         )  # fmt: skip
         return algorithm._replace(step=step)
@@ -152,21 +161,38 @@ def _case(likelihood, rank):
     )
 
 
-def _relation_case():
-    X, block, _ = relation_design()
-    base = fm.make_data(X, np.zeros(12), group_shapes=[3, 7], X_rel=[block])
+def _rank2_case(name, base, broken_factory, seed):
+    """A gaussian rank-2 row on the design ``base``."""
     return GewekeCase(
-        name="fm.gibbs.relation",
+        name=name,
         module=geweke,
         factory=fm.gibbs,
         data=base,
         hyper=HYPER,
         settings=dict(rank=2),
         statistics=statistics("gaussian"),
-        broken_factory=_twin(row_sums=_without_rr),
-        seed=12,
+        broken_factory=broken_factory,
+        seed=seed,
         **SIZES,
     )
+
+
+def _relation_case():
+    X, block, _ = relation_design()
+    base = fm.make_data(X, np.zeros(12), group_shapes=[3, 7], X_rel=[block])
+    return _rank2_case("fm.gibbs.relation", base, _twin(row_sums=_without_rr), seed=12)
+
+
+def _two_sided_case():
+    """Users and items one-hot, nothing else: the factor-scale move is on."""
+    rng = np.random.default_rng(3)
+    n, users = 12, np.arange(12) % 4
+    items = rng.integers(0, 3, n)
+    rows, cols = np.repeat(np.arange(n), 2), np.stack([users, 4 + items], 1).ravel()
+    X = sp.csr_matrix((np.ones(2 * n), (rows, cols)), shape=(n, 7))
+    base = fm.make_data(X, np.zeros(n), group_shapes=[4, 3])
+    broken = _twin(factor_scale_block=_factor_scale_half_items)
+    return _rank2_case("fm.gibbs.two_sided", base, broken, seed=13)
 
 
 CASES = [
@@ -175,4 +201,5 @@ CASES = [
     _case("probit", 2)._replace(broken_factory=_twin(scale_block=_scale_without_jacobian)),
     _case("ordinal", 1),
     _relation_case(),
+    _two_sided_case(),
 ]

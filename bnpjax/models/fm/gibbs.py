@@ -1,9 +1,14 @@
 r"""The Gibbs sampler of the Bayesian factorization machine (Rendle 2012; libFM's MCMC).
 
-One sweep, in libFM's order: the per-group hyperparameters (and the noise variance) given
-the current parameters, then the intercept ``b`` jointly with the linear weights' prior
-means ``mu_w`` (the weights moving with their means, so that one-hot groups, which make
-``b`` and a common shift of a group's weights interchangeable, do not stall the chain),
+One sweep: when the design pairs users with items only (two groups, at most one feature of
+each per row), the factors of the two sides are first rescaled against each other with
+their priors' means and variances, which leaves every prediction as it is (an exact
+Metropolis step on the balance that only the hyperpriors fix, and that the Gibbs updates
+move by a few per cent per sweep). Then, in libFM's order: the per-group hyperparameters
+(and the noise variance) given the current parameters, then the intercept ``b`` jointly
+with the linear weights' prior means ``mu_w`` (the weights moving with their means, so that
+one-hot groups, which make ``b`` and a common shift of a group's weights interchangeable,
+do not stall the chain),
 then each group's linear weights rescaled about their mean with their variance by an exact
 Metropolis step (an interweaving of the centred and non-centred parametrisations, Yu and
 Meng 2011: the variance of many weakly informed weights otherwise crawls), then
@@ -25,6 +30,9 @@ machines. NIPS Workshop on Sparse Representation and Low-rank Approximation.
 
 Yu, Y. and Meng, X.-L. (2011). To center or not to center: that is not the question. JCGS
 20(3), 531-570.
+
+Liu, J. S. and Sabatti, C. (2000). Generalised Gibbs sampler and multigrid Monte Carlo for
+Bayesian computation. Biometrika 87(2), 353-369.
 """
 
 from __future__ import annotations
@@ -36,7 +44,9 @@ import numpy as np
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
 from bnpjax.infer.checks import check_integer, renamed_arguments
 from bnpjax.models.fm.conditionals import (
+    FACTOR_SCALE_STEPS,
     SCALE_STEPS,
+    _factor_scale_block,
     _intercept_block,
     _inverse_gamma_draws,
     _joint_block,
@@ -47,6 +57,7 @@ from bnpjax.models.fm.conditionals import (
     _scale_block,
     _standard_normals,
     _take_features,
+    _two_sided,
 )
 from bnpjax.models.fm.data import (
     LIKELIHOODS,
@@ -65,13 +76,15 @@ __all__ = ["build_step", "gibbs", "init"]
 
 
 def _step(
-    data, hyper, step_sizes, key, state, *, likelihood, fit_w0, fit_linear,
+    data, hyper, step_sizes, two_sided, key, state, *, likelihood, fit_w0, fit_linear,
     joint_block=None, row_sums=None, intercept_block=None, sample_noise=True,
-    scale_block=None,
+    scale_block=None, factor_scale_block=None,
 ):  # fmt: skip
     """One sweep (module docstring). ``joint_block``, ``row_sums``, ``intercept_block`` and
-    ``scale_block`` replace the colour draw, the relation block-row sums, the joint
-    ``(b, mu_w)`` draw and the scale move (tests build broken twins with them).
+    ``scale_block``, ``factor_scale_block`` replace the colour draw, the relation block-row
+    sums, the joint ``(b, mu_w)`` draw, the scale move and the factor-scale move (tests build
+    broken twins with them). ``two_sided``: the factor-scale move applies
+    (:func:`~bnpjax.models.fm.conditionals._two_sided`).
     ``sample_noise=False`` keeps the state's noise variance (a block of
     ``numpyro.infer.Gibbs`` whose noise another block samples)."""
     joint_block = joint_block or _joint_block
@@ -81,10 +94,18 @@ def _step(
     G, p = data.group_sizes.shape[0], data.group.shape[0]
     D = int(fit_linear) + K
     # every standard normal of the sweep from one call (_standard_normals)
-    shapes = [(G,), (G, K), (1, int(fit_w0) + G * int(fit_linear)), (G, len(SCALE_STEPS)), (p, D)]
-    normals_w, normals_v, normals_b, normals_scale, noise = _standard_normals(
+    balance = G == 2 and K > 0  # the factor-scale move (_factor_scale_block)
+    shapes = [(G,), (G, K), (1, int(fit_w0) + G * int(fit_linear)), (G, len(SCALE_STEPS))]
+    shapes += [(K * int(balance), len(FACTOR_SCALE_STEPS)), (p, D)]
+    normals_w, normals_v, normals_b, normals_scale, normals_balance, noise = _standard_normals(
         keys[3], shapes, state.w.dtype
     )
+    if balance and two_sided is not False:  # users' factors against items', same predictions
+        V, mu_v, var_v = (factor_scale_block or _factor_scale_block)(
+            keys[5], hyper, data.group, state.V, state.mu_v, state.var_v,
+            normals=normals_balance, two_sided=two_sided,
+        )  # fmt: skip
+        state = state._replace(V=V, mu_v=mu_v, var_v=var_v)
     yhat, q = _predict_parts(data, state.b, state.w, state.V)
     # hyperparameters first, given the current b, w, V (libFM's order): from the usual start,
     # w = 0 and small V, the first sweeps then use variances fitted to them rather than the
@@ -292,7 +313,8 @@ def build_step(
     fit_w0 = bool(fit_w0) and likelihood != "ordinal"
 
     def derive(data, hyper):
-        return (_step_sizes(data, likelihood, _check_levels(data, likelihood, num_levels)),)
+        levels = _check_levels(data, likelihood, num_levels)
+        return _step_sizes(data, likelihood, levels), _two_sided(data)
 
     return as_step(
         _step, derive=derive, likelihood=likelihood, fit_w0=fit_w0, fit_linear=bool(fit_linear)
@@ -546,7 +568,14 @@ def gibbs(
             init_scale=float(init_scale),
             fit_w0=fit_w0,
         ),
-        step=bind(_step, data, hyper, _step_sizes(data, likelihood, num_levels), **static),
+        step=bind(
+            _step,
+            data,
+            hyper,
+            _step_sizes(data, likelihood, num_levels),
+            _two_sided(data),
+            **static,
+        ),
         trace=bind(
             _trace,
             data,
