@@ -161,7 +161,7 @@ def _case(likelihood, rank):
     )
 
 
-def _rank2_case(name, base, broken_factory, seed):
+def _rank2_case(name, base, broken_factory, seed, sizes=SIZES):
     """A gaussian rank-2 row on the design ``base``."""
     return GewekeCase(
         name=name,
@@ -173,7 +173,7 @@ def _rank2_case(name, base, broken_factory, seed):
         statistics=statistics("gaussian"),
         broken_factory=broken_factory,
         seed=seed,
-        **SIZES,
+        **sizes,
     )
 
 
@@ -192,7 +192,10 @@ def _two_sided_case():
     X = sp.csr_matrix((np.ones(2 * n), (rows, cols)), shape=(n, 7))
     base = fm.make_data(X, np.zeros(n), group_shapes=[4, 3])
     broken = _twin(factor_scale_block=_factor_scale_half_items)
-    return _rank2_case("fm.gibbs.two_sided", base, broken, seed=13)
+    # half the draws of the other rows, to keep the suite's time: the twin failed at |z| 15.9
+    # with the full sizes, where the threshold is 3.3
+    half = dict(num_marginal=10_000, num_successive=2_500, num_chains=16)
+    return _rank2_case("fm.gibbs.two_sided", base, broken, seed=13, sizes=half)
 
 
 CASES = [
