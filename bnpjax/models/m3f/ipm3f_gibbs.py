@@ -531,6 +531,13 @@ def ipm3f_gibbs(
     and every column for all users at once; ``alpha``, ``kappa`` and the weight scale play no
     part and ``V`` is never traced.
 
+    ``C`` (in ``hyper``) sets how many features the pseudo-posterior wants. At small ``C`` a
+    few, and chains from few and from many features agree; above a threshold (about 0.06 on
+    50 MovieLens users with the authors' margin 9; expected lower with more ratings) a
+    second regime of more features than users appears, and a chain keeps whichever regime it
+    enters first (R-hat of the number of features over chains from different starts shows
+    it). Choose ``C`` on held-out data, as the authors do.
+
     Parameters
     ----------
     data : M3FData
