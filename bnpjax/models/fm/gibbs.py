@@ -8,13 +8,12 @@ move by a few per cent per sweep). Then, in libFM's order: the per-group hyperpa
 (and the noise variance) given the current parameters, then the intercept ``b`` jointly
 with the linear weights' prior means ``mu_w`` (the weights moving with their means, so that
 one-hot groups, which make ``b`` and a common shift of a group's weights interchangeable,
-do not stall the chain),
-then each group's linear weights rescaled about their mean with their variance by an exact
-Metropolis step (an interweaving of the centred and non-centred parametrisations, Yu and
-Meng 2011: the variance of many weakly informed weights otherwise crawls), then
-``theta_i = (w_i, v_i1..v_iK)`` of every feature as one Gaussian block, all features of a
-colour at once (:mod:`bnpjax.models.fm.layout`), relation blocks without expanding the
-design (Rendle 2013). Probit and ordered-probit likelihoods add a latent Gaussian per
+do not stall the chain), then each group's linear weights rescaled about their mean with
+their variance by an exact Metropolis step (an interweaving of the centred and non-centred
+parametrisations, Yu and Meng 2011: the variance of many weakly informed weights otherwise
+crawls), then ``theta_i = (w_i, v_i1..v_iK)`` of every feature as one Gaussian block, all
+features of a colour at once (:mod:`bnpjax.models.fm.layout`), relation blocks without
+expanding the design (Rendle 2013). Probit and ordered-probit likelihoods add a latent Gaussian per
 target (Albert and Chib 1993) and, for ordinal targets, a Metropolis step for the
 cutpoints (Cowles 1996); ordinal models fix ``b = 0`` (it is not identified beside the
 cutpoints).
@@ -94,7 +93,9 @@ def _step(
     G, p = data.group_sizes.shape[0], data.group.shape[0]
     D = int(fit_linear) + K
     # every standard normal of the sweep from one call (_standard_normals)
-    balance = G == 2 and K > 0  # the factor-scale move (_factor_scale_block)
+    # the factor-scale move's normals are drawn for every two-group design, whether or not
+    # it applies, so that deciding it on the host or in the trace gives the same draws
+    balance = G == 2 and K > 0
     shapes = [(G,), (G, K), (1, int(fit_w0) + G * int(fit_linear)), (G, len(SCALE_STEPS))]
     shapes += [(K * int(balance), len(FACTOR_SCALE_STEPS)), (p, D)]
     normals_w, normals_v, normals_b, normals_scale, normals_balance, noise = _standard_normals(
