@@ -22,7 +22,10 @@ from bnpjax.infer.checks import check_allocation
 
 DEMO_HELP = "latent feature relational model: link prediction on a planted network"
 FIT_HELP = "ILFM link prediction on an edge list or adjacency file"
-DEMO_DEFAULTS = (2000, 300, 4)
+# 1000 warmup sweeps, not 300: a chain can hold a surplus feature for its first 500-800
+# sweeps (2026-11-28, seed 0, 4 x (300 + 2000): one chain at K+ 4.2 over its first 500 draws,
+# K+ R-hat 1.067, ESS 39; 4 x (1000 + 2000): R-hat 1.002, ESS 1428)
+DEMO_DEFAULTS = (2000, 1000, 4)
 #: the demo's start: this many k-means clusters of the entities' link profiles
 DEMO_INIT_FEATURES = 2
 #: HMC leapfrog steps of the demo's weight move
@@ -59,7 +62,7 @@ def demo(args) -> int:
     # the posterior puts mass on an exact copy of a planted feature, which flips alone add and
     # remove one entity at a time: K+ R-hat 1.040, ESS 70 without, 1.009, ESS 582 with them
     # (seed 0, 4 x (300 + 2000), 2026-11-26); seed 1's data still trap one chain in another
-    # configuration (docs/benchmarks.md)
+    # configuration, which feature moves with fitted weights did not leave (docs/benchmarks.md)
     algorithm = ilfm.gibbs(
         data,
         capacity=8,
