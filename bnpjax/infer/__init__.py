@@ -3,7 +3,8 @@
 The algorithm types (:class:`SamplingAlgorithm` for Markov chains,
 :class:`VariationalAlgorithm` for optimisers), the two drivers (:func:`sample` / :func:`run`
 and :func:`fit` / :func:`fit_run`), capacity growth of feature buffers, checkpoints, the
-model-agnostic predictive (:func:`map_draws`), convergence diagnostics
+model-agnostic predictive (:func:`map_draws`), replica exchange over temperatures
+(:func:`replica_exchange`), convergence diagnostics
 (:func:`check_convergence`), the ArviZ adapter and the NumPyro bridge.
 The driver knows no model; models know no driver.
 """
@@ -37,6 +38,7 @@ from bnpjax.infer.driver import (
 from bnpjax.infer.guard import NonFiniteStateError
 from bnpjax.infer.predictive import map_draws
 from bnpjax.infer.sharding import make_mesh
+from bnpjax.infer.tempering import TemperedKernel, geometric_temperatures, replica_exchange
 from bnpjax.infer.variational import FitResult, VariationalAlgorithm, fit, fit_run
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "NumPyroKernel",
     "SamplingAlgorithm",
     "SamplingResult",
+    "TemperedKernel",
     "VariationalAlgorithm",
     "as_step",
     "bind",
@@ -62,6 +65,7 @@ __all__ = [
     "default_trace",
     "fit",
     "fit_run",
+    "geometric_temperatures",
     "groups_to_inference_data",
     "growable",
     "load_checkpoint",
@@ -71,6 +75,7 @@ __all__ = [
     "pad_axis",
     "pad_fields",
     "pooled_draws",
+    "replica_exchange",
     "resume",
     "run",
     "run_with_growth",

@@ -79,6 +79,7 @@ BOOKKEEPING = frozenset(
         "merges_splits",
         "num_steps",
         "step_size",
+        "swap_acceptance",
         "tree_depth",
     }
 )

@@ -278,3 +278,36 @@ def test_merge_split_keeps_every_logit_and_only_merges_identical_features():
         )
         changes.add(int(active2.sum()) - int(active.sum()) if take else 0)
     assert changes <= {-1, 0, 1} and changes & {-1, 1}, changes
+
+
+def test_replica_exchange_keeps_the_cold_rung_and_grows_every_rung():
+    """With ``temperatures`` the kept chain is the rung at temperature one: its ``lp`` is the
+    log joint of its kept state; the buffer of every rung is grown. (That the cold rung samples
+    the posterior where its own kernel does not cross between modes:
+    tests/infer/test_tempering.py.)"""
+    Y = _planted(3, num_entities=12, num_relations=2)
+    data, hyper = ilfm.make_data(Y), ilfm.make_hyper()
+    ladder = (1.0, 0.7)
+    algorithm = ilfm.gibbs(data, capacity=16, num_init_features=2, num_leapfrog=3,
+                           temperatures=ladder)  # fmt: skip
+    result = run(algorithm, jax.random.key(0), 40, num_warmup=10, progress_bar=False)
+    final = jax.tree.map(lambda leaf: leaf[0], result.final_state)
+    capacity = result.algorithm.capacity
+    assert final.replicas.F.shape == (2, 12, capacity)
+    # the driver grows a chain's buffer with the growth it was given: here, every rung's
+    grown = result.algorithm.growth.grow_state(final, capacity + 3)
+    assert grown.replicas.F.shape == (2, 12, capacity + 3)
+    assert grown.replicas.W.shape == (2, 2, capacity + 3, capacity + 3)
+    np.testing.assert_array_equal(grown.replicas.F[..., :capacity], final.replicas.F)
+    stats, post = result.trace["sample_stats"], result.trace["posterior"]
+    swaps = np.asarray(stats["swap_acceptance"])
+    assert swaps.shape == (1, 40, 1) and np.all((swaps >= 0) & (swaps <= 1))
+    last = ilfm.ILFMState(
+        post["F"][0, -1], post["W"][0, -1], post["bias"][0, -1], post["alpha"][0, -1],
+        jnp.zeros(()), jnp.zeros((2, 0)),
+    )  # fmt: skip
+    np.testing.assert_allclose(stats["lp"][0, -1], ilfm.log_joint(data, hyper, last), rtol=1e-5)
+
+    for bad in ((0.5, 0.2), (1.0, 1.0), (1.0,)):
+        with pytest.raises(ValueError, match="temperatures"):
+            ilfm.gibbs(data, temperatures=bad)
