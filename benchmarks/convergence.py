@@ -27,7 +27,12 @@ The cases (``--cases`` picks some):
 * ``ibp_1000_parallel`` / ``ibp_10000_parallel``: the row-parallel sampler
   (``ibp_lg.parallel_gibbs``, with its feature moves and warm start) on N = 1000 and
   N = 10,000 bars images.
-* ``ilfm_nations``: ILFM on the nations relations (14 countries, 56 relations).
+* ``ilfm_nations``: ILFM on the nations relations (14 countries, 56 relations);
+  ``ilfm_nations_pt`` the same with replica exchange over ``ILFM_TEMPERATURES``.
+* ``ilfm_planted`` / ``ilfm_planted_pt``: the ``bnpjax demo ilfm`` data (40 entities, 3
+  relations, 3 planted features; seed ``ILFM_PLANTED_SEED``, on whose data chains of the plain
+  sampler stay in different configurations of features) and settings, without and with
+  replica exchange.
 * ``fm_ml100k``: FM regression, rank 10, ML-100K u1 (80,000 ratings, one-hot users and items).
 * ``m3f_ml100k`` / ``ipm3f_ml100k``: Gibbs M3F (rank 10) and Gibbs iPM3F, C = 0.1,
   margin 9 (the authors' defaults), ML-100K u1.
@@ -103,6 +108,41 @@ def _ilfm_nations():
     return algorithm, f"nations {d.Y.shape[1]} x {d.Y.shape[1]} x {d.Y.shape[0]}", (300, 300)
 
 
+#: the replica-exchange ladder of the *_pt cases: 4 rungs, 1 to 0.51, geometric
+ILFM_TEMPERATURES = (1.0, 0.8, 0.64, 0.512)
+#: the demo's seed whose data trap chains of the plain sampler (2026-11-28)
+ILFM_PLANTED_SEED = 2
+
+
+def _ilfm_nations_pt():
+    from bnpjax.datasets import nations
+    from bnpjax.models import ilfm
+
+    d = nations()
+    data = ilfm.make_data(d.Y, d.mask)
+    algorithm = ilfm.gibbs(data, pointwise_log_likelihood=False, temperatures=ILFM_TEMPERATURES)
+    return algorithm, f"nations, {len(ILFM_TEMPERATURES)} temperatures", (300, 300)
+
+
+def _ilfm_planted(temperatures):
+    def build():
+        from bnpjax.cli import ilfm as demo
+        from bnpjax.datasets import planted_relations
+        from bnpjax.models import ilfm
+
+        sim = planted_relations(ILFM_PLANTED_SEED, num_entities=40, num_relations=3)
+        data = ilfm.make_data(sim["Y"], mask=~sim["heldout"])
+        algorithm = ilfm.gibbs(
+            data, capacity=8, init_strategy="cluster", num_init_features=demo.DEMO_INIT_FEATURES,
+            num_leapfrog=demo.DEMO_LEAPFROG, merge_split=demo.DEMO_MERGE_SPLIT,
+            pointwise_log_likelihood=False, temperatures=temperatures,
+        )  # fmt: skip
+        rungs = "" if temperatures is None else f", {len(temperatures)} temperatures"
+        return algorithm, f"demo ilfm data, seed {ILFM_PLANTED_SEED}{rungs}", (300, 700)
+
+    return build
+
+
 def _ml100k():
     from bnpjax.datasets import movielens
 
@@ -169,6 +209,9 @@ CASES = {
     "ibp_1000_parallel": _ibp(1000, False, parallel=True),
     "ibp_10000_parallel": _ibp(10000, False, parallel=True),
     "ilfm_nations": _ilfm_nations,
+    "ilfm_nations_pt": _ilfm_nations_pt,
+    "ilfm_planted": _ilfm_planted(None),
+    "ilfm_planted_pt": _ilfm_planted(ILFM_TEMPERATURES),
     "fm_ml100k": _fm_ml100k,
     "m3f_ml100k": _m3f(False),
     "ipm3f_ml100k": _m3f(True),
