@@ -22,10 +22,14 @@ from bnpjax.infer.checks import check_allocation
 
 DEMO_HELP = "latent feature relational model: link prediction on a planted network"
 FIT_HELP = "ILFM link prediction on an edge list or adjacency file"
-# 1000 warmup sweeps, not 300: a chain can hold a surplus feature for its first 500-800
-# sweeps (2026-11-28, seed 0, 4 x (300 + 2000): one chain at K+ 4.2 over its first 500 draws,
-# K+ R-hat 1.067, ESS 39; 4 x (1000 + 2000): R-hat 1.002, ESS 1428)
-DEMO_DEFAULTS = (2000, 1000, 4)
+# replica exchange over DEMO_TEMPERATURES, 4 x (300 + 700): without it, chains stay in other
+# configurations of the planted features (2026-11-28, 4 x (1000 + 2000): seed 0 R-hat of K+
+# 1.002, seed 2 2.18, one chain in four at the planted configuration); with it they move
+# between configurations every few hundred sweeps: seed 0 R-hat 1.007, ESS 491, 210 s; seed 1
+# 1.003; seed 2 1.010 with one key, 1.105 with this command's (2026-11-29, docs/benchmarks.md)
+DEMO_DEFAULTS = (700, 300, 4)
+#: the demo's inverse temperatures (replica exchange, bnpjax.infer.tempering)
+DEMO_TEMPERATURES = (1.0, 0.8, 0.64, 0.512)
 #: the demo's start: this many k-means clusters of the entities' link profiles
 DEMO_INIT_FEATURES = 2
 #: HMC leapfrog steps of the demo's weight move
@@ -61,8 +65,9 @@ def demo(args) -> int:
     # merge-split moves: with the default weight prior (sd 1, the data's weights have sd 2.5)
     # the posterior puts mass on an exact copy of a planted feature, which flips alone add and
     # remove one entity at a time: K+ R-hat 1.040, ESS 70 without, 1.009, ESS 582 with them
-    # (seed 0, 4 x (300 + 2000), 2026-11-26); seed 1's data still trap one chain in another
-    # configuration, which feature moves with fitted weights did not leave (docs/benchmarks.md)
+    # (seed 0, 4 x (300 + 2000), 2026-11-26); the data of seeds 1 and 2 trap chains in other
+    # configurations of features, which feature moves with fitted weights did not leave
+    # (docs/benchmarks.md), and tempered copies of each chain do (DEMO_DEFAULTS)
     algorithm = ilfm.gibbs(
         data,
         capacity=8,
@@ -70,6 +75,7 @@ def demo(args) -> int:
         num_init_features=DEMO_INIT_FEATURES,
         num_leapfrog=DEMO_LEAPFROG,
         merge_split=DEMO_MERGE_SPLIT,
+        temperatures=DEMO_TEMPERATURES,
     )
     idata = sample(algorithm, args)
     probabilities = ilfm.predict(idata, data)
@@ -80,6 +86,12 @@ def demo(args) -> int:
     counts = np.bincount(k_plus.ravel())
     share = ", ".join(f"K+={i}: {c / k_plus.size:.2f}" for i, c in enumerate(counts) if c)
     print(f"features: {k_plus.mean():.2f} on average (3 planted); posterior of K+ ({share})")
+    swaps = idata.sample_stats["swap_acceptance"].values.mean(axis=(0, 1))
+    rates = ", ".join(f"{rate:.2f}" for rate in swaps)
+    print(
+        f"replica exchange over inverse temperatures {DEMO_TEMPERATURES}: swaps accepted "
+        f"between neighbours {rates} of the time (the draws are those at temperature 1)"
+    )
     print(summary(idata, ["num_features", "alpha", "bias"]).to_string())
     print(timing(idata, digits=1))
     stem = Path(args.out_dir) / "bnpjax_demo_ilfm"
@@ -143,8 +155,27 @@ def add_fit_arguments(parser) -> None:
         help="moves per sweep that merge two features held by the same entities or split one "
         "into two copies (they help the number of features mix)",
     )
+    parser.add_argument(
+        "--temperatures",
+        default=None,
+        help="replica exchange: comma-separated inverse temperatures, 1 first and decreasing "
+        "(e.g. 1,0.8,0.64,0.51); each chain runs one copy per temperature, swapping states, so "
+        "that chains leave configurations of features they would otherwise keep (each sweep "
+        "costs one per temperature)",
+    )
     add_id_arguments(parser, "entity ids (and relation ids)")
     add_header_argument(parser)
+
+
+def _temperatures(text: str | None) -> tuple[float, ...] | None:
+    from bnpjax.infer.tempering import check_temperatures
+
+    if text is None:
+        return None
+    try:
+        return check_temperatures(text.split(","), "--temperatures")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def _read_links(args) -> np.ndarray:
@@ -188,6 +219,7 @@ def fit(args) -> int:
         if value is not None and value < (0 if zero_allowed else 1):
             low = "0" if zero_allowed else "1"
             raise UsageError(f"--{option.replace('_', '-')} must be at least {low}, got {value}")
+    temperatures = _temperatures(args.temperatures)
     data = ilfm.make_data(_read_links(args))
     algorithm = ilfm.gibbs(
         data,
@@ -196,6 +228,7 @@ def fit(args) -> int:
         init_strategy=args.init,
         num_init_features=args.init_features,
         merge_split=args.merge_split,
+        temperatures=temperatures,
     )
     idata = sample(algorithm, args)
     print(summary(idata, ["num_features", "alpha"]).to_string())
