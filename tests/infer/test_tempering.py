@@ -140,3 +140,20 @@ def test_geometric_temperatures():
         tempering.geometric_temperatures(1, 0.5)
     with pytest.raises(ValueError, match="hottest"):
         tempering.geometric_temperatures(3, 1.5)
+
+
+def test_checkpoint_and_resume_continue_every_rung(tmp_path):
+    """A replica-exchange run resumed from its checkpoint is the uninterrupted run: the state
+    of every rung, not only the kept one, is saved."""
+    from bnpjax.infer import load_checkpoint, resume
+
+    algorithm, key = _algorithm(), jax.random.key(5)
+    whole = bnpjax.sample(algorithm, key, 12, num_warmup=4, num_chains=2, progress_bar=False,
+                          check_convergence=False)  # fmt: skip
+    path = tmp_path / "tempered.npz"
+    bnpjax.sample(algorithm, key, 4, num_warmup=4, num_chains=2, progress_bar=False,
+                  chunk_size=4, checkpoint_path=path, check_convergence=False)  # fmt: skip
+    rest = resume(load_checkpoint(path, algorithm), 8, progress_bar=False, check_convergence=False)
+    for group in ("posterior", "sample_stats"):
+        name = "value" if group == "posterior" else "swap_acceptance"
+        np.testing.assert_array_equal(rest[group][name].values, whole[group][name].values)
