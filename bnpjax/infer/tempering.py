@@ -153,7 +153,7 @@ def geometric_temperatures(num: int, hottest: float) -> tuple[float, ...]:
     if not 0.0 < float(hottest) < 1.0:
         raise ValueError(f"hottest must lie in (0, 1), got {hottest!r}")
     ratio = float(hottest) ** (1.0 / (num - 1))
-    return tuple(1.0 if t == 0 else ratio**t for t in range(num))
+    return tuple(ratio**t for t in range(num))  # ratio**0 is exactly 1.0
 
 
 def _init(tempered_init, log_likelihood, key, *, num_rungs):
