@@ -13,9 +13,12 @@ of their inputs (float32 or float64); densities are computed in log space.
 * :mod:`~bnpjax.ops.categorical`: Gumbel-max categorical sampling, log normalization.
 * :mod:`~bnpjax.ops.rank_one`: Sherman-Morrison updates of inverses and log-determinants.
 * :mod:`~bnpjax.ops.segment`: sparse COO matrices and segment reductions.
+* :mod:`~bnpjax.ops.control`: :func:`apply_if`, a branch that ``vmap`` over chains does not
+  turn into work for every chain.
 """
 
 from bnpjax.ops.categorical import log_normalize, sample_categorical
+from bnpjax.ops.control import apply_if
 from bnpjax.ops.equicorrelation import (
     equicorrelation_logdet,
     equicorrelation_quadratic_form,
@@ -45,6 +48,7 @@ from bnpjax.ops.truncated_normal import sample_truncated_normal, truncated_norma
 
 __all__ = [
     "SparseCOO",
+    "apply_if",
     "col_sums",
     "csr_row_ids",
     "equicorrelation_logdet",

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from bnpjax.models.ilfm.joint import _bernoulli
-from bnpjax.ops import sample_truncated_poisson
+from bnpjax.ops import apply_if, sample_truncated_poisson
 from bnpjax.priors import ibp
 
 
@@ -117,7 +117,8 @@ def laplace_weights(
     unchanged (the links, the features others hold and their weights) and the reverse move
     would make the same fit. The row and column fits are one batched fit, and it is skipped
     when ``i`` has no unique feature and proposes none (most entities in most sweeps; under
-    ``vmap`` over chains both branches run, as ``lax.cond`` becomes a select).
+    ``vmap`` over chains and temperatures, unless some chain needs it:
+    :func:`bnpjax.ops.apply_if`).
 
     Returns
     -------
@@ -136,15 +137,14 @@ def laplace_weights(
     )  # (2R, C)
     fit_precision = 1.0 / sigma_w**2
 
-    def fitted(_):
+    def fitted(y, mask, base, F_minus):
         return _laplace_fit(y, mask, base, F_minus, fit_precision, likelihood)
 
-    def skipped(_):
-        C = F_minus.shape[1]
-        identity = jnp.broadcast_to(jnp.eye(C, dtype=dtype), (2 * R, C, C))
-        return jnp.zeros((2 * R, C), dtype), identity
-
-    mean, chol = jax.lax.cond((k_new > 0) | (k_unique > 0), fitted, skipped, None)
+    C = F_minus.shape[1]
+    identity = jnp.broadcast_to(jnp.eye(C, dtype=dtype), (2 * R, C, C))
+    skipped = (jnp.zeros((2 * R, C), dtype), identity)
+    needed = (k_new > 0) | (k_unique > 0)
+    mean, chol = apply_if(needed, fitted, skipped, y, mask, base, F_minus)
     z = jax.random.normal(key, mean.shape, dtype) * held
     # a = mean + L^-T z has precision L L^T; features nobody else holds stay at 0
     step = jax.scipy.linalg.solve_triangular(chol, z[..., None], lower=True, trans=1)
