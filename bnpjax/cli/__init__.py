@@ -50,8 +50,23 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
 
 
+def _use_cores() -> None:
+    """Chains on every core: one CPU device per core (:func:`bnpjax.infer.use_cpu_cores`),
+    or ``BNPJAX_CPU_DEVICES`` of them; nothing when JAX already runs (``main`` called from
+    Python) or ``XLA_FLAGS`` chose."""
+    import os
+
+    from bnpjax.infer.sharding import CPU_DEVICES_VARIABLE, use_cpu_cores
+
+    chosen = os.environ.get(CPU_DEVICES_VARIABLE, "").strip()
+    if chosen and not (chosen.isdigit() and int(chosen) >= 1):
+        raise UsageError(f"{CPU_DEVICES_VARIABLE} must be a whole number >= 1, got {chosen!r}")
+    use_cpu_cores(int(chosen) if chosen else None, quiet=True)
+
+
 def _main(argv: list[str]) -> int:
     try:
+        _use_cores()
         parser = build_parser(load_all())
         args = parser.parse_args(argv)
         if args.command is None:

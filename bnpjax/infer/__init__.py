@@ -37,7 +37,7 @@ from bnpjax.infer.driver import (
 )
 from bnpjax.infer.guard import NonFiniteStateError
 from bnpjax.infer.predictive import map_draws
-from bnpjax.infer.sharding import make_mesh
+from bnpjax.infer.sharding import make_mesh, use_cpu_cores
 from bnpjax.infer.tempering import TemperedKernel, geometric_temperatures, replica_exchange
 from bnpjax.infer.variational import FitResult, VariationalAlgorithm, fit, fit_run
 
@@ -82,6 +82,7 @@ __all__ = [
     "sample",
     "save_checkpoint",
     "to_inference_data",
+    "use_cpu_cores",
 ]
 
 

@@ -39,6 +39,7 @@ What can differ from a one-device run, and why:
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -52,12 +53,14 @@ from bnpjax.infer.checks import check_integer
 
 __all__ = [
     "CHAIN_AXIS",
+    "CPU_DEVICES_VARIABLE",
     "DATA_AXIS",
     "Placement",
     "make_mesh",
     "place",
     "resolve_devices",
     "shardings",
+    "use_cpu_cores",
 ]
 
 #: mesh axis the chains are split along
@@ -91,6 +94,70 @@ class Placement(NamedTuple):
     def draws(self) -> NamedSharding:
         """Kept draws, ``(draw, chain, ...)``: split by chain, whole over the data axis."""
         return self.sharding(None, CHAIN_AXIS)
+
+
+#: environment variable read by the ``bnpjax`` command: how many CPU devices to split the
+#: processor into (default: one per core this process may use; ``1`` keeps one device)
+CPU_DEVICES_VARIABLE = "BNPJAX_CPU_DEVICES"
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def use_cpu_cores(count: int | None = None, *, quiet: bool = False) -> int:
+    """Split the CPU into ``count`` JAX devices, so that the driver runs chains on several
+    cores at once (its default ``devices=None`` spreads the chains over every local device).
+
+    JAX's CPU backend is one device: a run's chains, batched with ``vmap``, then execute on
+    one core, since the kernels' operations are too small for XLA's intra-operation threads.
+    Split into devices, each core runs its share of the chains; the draws are those of the
+    one-device run (:mod:`bnpjax.infer.sharding`). Measured on a 2-core CPU (ILFM demo data, 4
+    chains with 4 temperatures each, 200 sweeps): 22.7 s of sampling on one device, 17.8 s
+    on two. The ``bnpjax`` command calls this at start with ``BNPJAX_CPU_DEVICES`` or the
+    number of cores. It must run before JAX starts its backend (the first array or
+    ``jax.devices()``); it then changes ``jax.devices("cpu")`` for the whole process.
+
+    Parameters
+    ----------
+    count : int, optional
+        the number of CPU devices; default: the cores this process may run on.
+    quiet : bool
+        say nothing when it is too late (the backend is running) or when ``XLA_FLAGS``
+        already sets the number; else a ``RuntimeWarning``.
+
+    Returns
+    -------
+    int
+        the number of CPU devices the process will have (or has, when it was too late).
+    """
+    count = _usable_cores() if count is None else check_integer(count, "count", 1)
+    flags = os.environ.get("XLA_FLAGS", "")
+    reason = None
+    if "xla_force_host_platform_device_count" in flags:
+        reason = "XLA_FLAGS sets xla_force_host_platform_device_count"
+    else:
+        try:
+            from jax._src import xla_bridge
+
+            started = bool(xla_bridge._backends)
+        except (ImportError, AttributeError):  # pragma: no cover - JAX reorganised
+            started = True
+        if started:
+            reason = "JAX's backend is already running"
+    if reason is None:
+        jax.config.update("jax_num_cpu_devices", count)
+        return count
+    if not quiet:
+        warnings.warn(
+            f"use_cpu_cores({count}) has no effect: {reason}; call it before any JAX computation",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return len(jax.devices("cpu"))
 
 
 def make_mesh(num_chain_shards: int = 1, num_data_shards: int = 1, devices=None) -> Mesh:

@@ -135,3 +135,61 @@ def test_two_processes_fit_one_fm_together(tmp_path):
     assert sorted(two.files) == sorted(one.files)
     for name in one.files:
         np.testing.assert_allclose(two[name], one[name], rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def _fresh(code: str, **env_vars) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "BNPJAX_CPU_DEVICES"}
+    env["XLA_FLAGS"] = " ".join(
+        f for f in env.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f
+    )
+    env.update(env_vars)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_use_cpu_cores_splits_the_cpu_before_jax_starts():
+    done = _fresh(
+        "import warnings, jax\n"
+        "from bnpjax.infer import use_cpu_cores\n"
+        "print(use_cpu_cores(3), len(jax.devices('cpu')))\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    print(use_cpu_cores(2), [str(x.message) for x in w])\n"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, late = done.stdout.strip().splitlines()
+    assert first == "3 3"
+    assert late.startswith("3 ") and "already running" in late  # too late: said, unchanged
+
+
+def test_xla_flags_win_over_use_cpu_cores():
+    done = _fresh(
+        "import jax\nfrom bnpjax.infer import use_cpu_cores\n"
+        "print(use_cpu_cores(3, quiet=True), len(jax.devices('cpu')))",
+        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["2", "2"]
+
+
+def test_the_command_runs_chains_on_the_cores(tmp_path):
+    """``bnpjax`` splits the CPU (here into 2 devices by BNPJAX_CPU_DEVICES) and the driver
+    spreads the chains over them; a bad value is one line naming the variable."""
+    code = (
+        "import sys, jax\nfrom bnpjax.cli import main\n"
+        "status = main(sys.argv[1:])\nprint('devices', len(jax.devices('cpu')))\n"
+        "sys.exit(status)"
+    )
+    args = ["demo", "linreg", "--num-samples", "20", "--num-warmup", "10", "--num-chains", "2",
+            "--out-dir", str(tmp_path)]  # fmt: skip
+    done = _fresh(code.replace("sys.argv[1:]", repr(args)), BNPJAX_CPU_DEVICES="2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "devices 2"
+    import xarray as xr
+
+    with xr.open_dataset(tmp_path / "bnpjax_demo_linreg.nc", group="posterior") as posterior:
+        assert int(posterior.attrs["num_devices"]) == 2  # the run's chains were split
+    bad = _fresh(code.replace("sys.argv[1:]", repr(args)), BNPJAX_CPU_DEVICES="two")
+    assert bad.returncode == 2 and "BNPJAX_CPU_DEVICES" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1

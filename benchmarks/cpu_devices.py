@@ -1,0 +1,107 @@
+"""Chains on one CPU device against chains spread over several (``bnpjax.infer.use_cpu_cores``).
+
+Each setting runs in a fresh process per device count (XLA fixes the number of CPU devices at
+start-up), fits the same kernel twice with the same shapes (the second fit is the warm
+figure: no compilation) and prints the driver's sampling seconds per device count, their
+ratio and whether the draws are the same.
+
+    python benchmarks/cpu_devices.py                    # ilfm_pt and fm, 1 and 2 devices
+    python benchmarks/cpu_devices.py --cases ilfm_pt --devices 1 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+CASES = ("ilfm_pt", "fm")
+
+
+def worker(case: str, devices: int, warmup: int, draws: int) -> dict:
+    """One fresh process's measurement (run with ``--worker``)."""
+    import bnpjax.infer
+
+    bnpjax.infer.use_cpu_cores(devices)
+    import jax
+    import numpy as np
+
+    if case == "ilfm_pt":  # the ILFM demo's data and sampler
+        from bnpjax.datasets import planted_relations
+        from bnpjax.models import ilfm
+
+        sim = planted_relations(0, num_entities=40, num_relations=3)
+        data = ilfm.make_data(sim["Y"], mask=~sim["heldout"])
+        kernel = ilfm.gibbs(data, capacity=8, init_strategy="cluster", num_init_features=2,
+                            num_leapfrog=25, merge_split=4,
+                            temperatures=(1.0, 0.8, 0.64, 0.512))  # fmt: skip
+        field = "num_features"
+    else:  # the FM demo's generated ratings
+        from bnpjax.cli.fm import _ratings_design
+        from bnpjax.datasets import factorization_ratings
+        from bnpjax.models import fm
+
+        sim = factorization_ratings(0, num_users=200, num_items=150, rank=3)
+        X = _ratings_design(sim["users"], sim["items"], 200, 150)
+        kernel = fm.gibbs(fm.make_data(X, sim["y"]), rank=3)
+        field = "b"
+    timings, last = [], None
+    for _ in range(2):
+        t0 = time.perf_counter()
+        result = bnpjax.infer.run(kernel, jax.random.key(0), draws, num_warmup=warmup,
+                                  num_chains=4, progress_bar=False)  # fmt: skip
+        wall = time.perf_counter() - t0
+        sampling = result.timings.get("warmup_s", 0.0) + result.timings.get("sampling_s", 0.0)
+        timings.append({"wall_s": wall, "sampling_s": sampling,
+                        "compile_s": result.timings.get("compile_s", 0.0)})  # fmt: skip
+        last = np.asarray(getattr(result.trace.position, field))
+    return {"case": case, "devices": result.settings["num_devices"], "runs": timings,
+            "checksum": float(np.sum(last)), "cpu_devices": len(jax.devices("cpu"))}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    parser.add_argument("--devices", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--draws", type=int, default=200)
+    parser.add_argument("--worker", nargs=2, metavar=("CASE", "DEVICES"))
+    args = parser.parse_args()
+    if args.worker:
+        out = worker(args.worker[0], int(args.worker[1]), args.warmup, args.draws)
+        print(json.dumps(out))
+        return
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"{time.strftime('%Y-%m-%d')}; warm fit = the second fit in the process")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "BNPJAX_CPU_DEVICES"}
+    env["XLA_FLAGS"] = " ".join(
+        f for f in env.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f
+    )
+    for case in args.cases:
+        rows = []
+        for devices in args.devices:
+            done = subprocess.run(
+                [sys.executable, __file__, "--worker", case, str(devices),
+                 "--warmup", str(args.warmup), "--draws", str(args.draws)],
+                env=env, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        base = rows[0]
+        for row in rows:
+            first, warm = row["runs"]
+            ratio = warm["sampling_s"] / base["runs"][1]["sampling_s"]
+            print(
+                f"{case}: {row['cpu_devices']} CPU devices ({row['devices']} used): first fit "
+                f"{first['wall_s']:.1f} s (compile {first['compile_s']:.1f} s), warm fit "
+                f"{warm['wall_s']:.1f} s, sampling {warm['sampling_s']:.1f} s; ratio to "
+                f"{base['cpu_devices']} device(s) {ratio:.2f}; "
+                f"same draws: {row['checksum'] == base['checksum']}"
+            )
+
+
+if __name__ == "__main__":
+    main()
