@@ -500,23 +500,22 @@ def gibbs(
     start = dict(num_init_features=num_init_features, init_strategy=init_strategy,
                  step_size=step_size, alpha=alpha)  # fmt: skip
 
-    def build(capacity):
-        return SamplingAlgorithm(
+    def parts(capacity, step):
+        return dict(
             init=bind(_init, data, hyper, mode=mode, capacity=capacity, **start),
-            step=bind(_step, data, hyper, mode=mode, adapt=False, **moves),
-            warmup_step=bind(_step, data, hyper, mode=mode, adapt=True, **moves),
+            step=bind(step, data, hyper, mode=mode, adapt=False, **moves),
+            warmup_step=bind(step, data, hyper, mode=mode, adapt=True, **moves),
             trace=bind(_trace, data, hyper, observed, mode=mode, likelihood=likelihood),
             spec=spec,
         )
 
+    def build(capacity):
+        return SamplingAlgorithm(**parts(capacity, _step))
+
     def build_tempered(capacity):
         tempered = TemperedKernel(
-            init=bind(_init, data, hyper, mode=mode, capacity=capacity, **start),
-            step=bind(_tempered_step, data, hyper, mode=mode, adapt=False, **moves),
-            warmup_step=bind(_tempered_step, data, hyper, mode=mode, adapt=True, **moves),
+            **parts(capacity, _tempered_step),
             log_likelihood=bind(_log_likelihood, data, mode=mode, likelihood=likelihood),
-            trace=bind(_trace, data, hyper, observed, mode=mode, likelihood=likelihood),
-            spec=spec,
             rung_fields=("log_step_size",),  # adapted per temperature
         )
         return replica_exchange(tempered, temperatures)
