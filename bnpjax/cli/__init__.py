@@ -50,10 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
 
 
-def _use_cores() -> None:
-    """Chains on every core: one CPU device per core (:func:`bnpjax.infer.use_cpu_cores`),
-    or ``BNPJAX_CPU_DEVICES`` of them; nothing when JAX already runs (``main`` called from
-    Python) or ``XLA_FLAGS`` chose."""
+def _use_cores(commands) -> None:
+    """Chains on several cores: ``BNPJAX_CPU_DEVICES`` CPU devices when set, else one per
+    core for the models whose module sets ``CPU_CORES`` (checked and measured faster split,
+    ``benchmarks/cpu_devices.py``: the Gibbs M3F's run over two CPU devices does not finish,
+    so the others stay on one device until each is checked); nothing when JAX already runs
+    (``main`` called from Python) or ``XLA_FLAGS`` chose (:func:`bnpjax.infer.use_cpu_cores`)."""
     import os
 
     from bnpjax.infer.sharding import CPU_DEVICES_VARIABLE, use_cpu_cores
@@ -61,12 +63,12 @@ def _use_cores() -> None:
     chosen = os.environ.get(CPU_DEVICES_VARIABLE, "").strip()
     if chosen and not (chosen.isdigit() and int(chosen) >= 1):
         raise UsageError(f"{CPU_DEVICES_VARIABLE} must be a whole number >= 1, got {chosen!r}")
-    use_cpu_cores(int(chosen) if chosen else None, quiet=True)
+    if chosen or getattr(commands, "CPU_CORES", False):
+        use_cpu_cores(int(chosen) if chosen else None, quiet=True)
 
 
 def _main(argv: list[str]) -> int:
     try:
-        _use_cores()
         parser = build_parser(load_all())
         args = parser.parse_args(argv)
         if args.command is None:
@@ -75,6 +77,7 @@ def _main(argv: list[str]) -> int:
         check_sampling(args)
         if args.command == "demo":
             commands = load(args.model)
+            _use_cores(commands)
             for name, value in zip(_SAMPLING, commands.DEMO_DEFAULTS, strict=True):
                 if getattr(args, name) is None:
                     setattr(args, name, value)
@@ -84,6 +87,7 @@ def _main(argv: list[str]) -> int:
             raise UsageError(f"fit: choose a model: {', '.join(sorted(MODELS))}")
         check_writable(args.out, "--out")
         commands = load(args.model)
+        _use_cores(commands)
         check_checkpoint(args, supported=getattr(commands, "CHECKPOINTS", True))
         return commands.fit(args)
     except (UsageError, ValueError, OSError) as err:

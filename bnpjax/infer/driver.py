@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import PartitionSpec as P
 
 from bnpjax.infer.arviz_adapter import to_inference_data
 from bnpjax.infer.base import SamplingAlgorithm, Trace, default_trace
@@ -64,6 +65,7 @@ from bnpjax.infer.programs import (
     compile_count,
 )
 from bnpjax.infer.sharding import (
+    CHAIN_AXIS,
     Placement,
     chain_shardings,
     place,
@@ -133,7 +135,17 @@ def _over_chains(fn, in_axes=0):
     return mapped
 
 
-def _make_chunk(static, chunk_len: int, thin: int, warmup: bool, record: bool):
+def _make_chunk(
+    static, chunk_len: int, thin: int, warmup: bool, record: bool, chain_axis: str | None = None
+):
+    """The chunk program. ``chain_axis``: the program runs once per device on that device's
+    chains (``shard_map``, :func:`_chains_apart`); the flags that stop every chain at the same
+    draw (capacity) and the finiteness flags are then combined across the devices once per
+    draw and once per chunk."""
+
+    def across(flag, combine):
+        return flag if chain_axis is None else combine(flag, chain_axis)
+
     def chunk(dynamic, states, run_keys, first_step, num_valid):
         fns = _merge(dynamic, static)
         step_fn = fns.warmup_step if (warmup and fns.warmup_step is not None) else fns.step
@@ -156,7 +168,8 @@ def _make_chunk(static, chunk_len: int, thin: int, warmup: bool, record: bool):
             s, info = one_step(s, t0 + thin - 1)
             e, n = _capacity_flags(info)
             kept = _over_chains(fns.trace)(s, info) if record else None
-            return s, kept, exceeded | e, jnp.maximum(needed, n)
+            e = across((exceeded | e).astype(jnp.int32), lax.pmax) > 0
+            return s, kept, e, across(jnp.maximum(needed, n), lax.pmax)
 
         out_shapes = jax.eval_shape(one_draw, states, jnp.zeros((), jnp.int32))
 
@@ -177,9 +190,32 @@ def _make_chunk(static, chunk_len: int, thin: int, warmup: bool, record: bool):
         (states, exceeded, needed), kept = lax.scan(
             body, init, jnp.arange(chunk_len, dtype=jnp.int32)
         )
-        return states, kept, exceeded, needed, finite_flags(states)
+        finite = across(finite_flags(states).astype(jnp.int32), lax.pmin) > 0
+        return states, kept, exceeded, needed, finite
 
     return chunk
+
+
+def _chains_apart(chunk, placement: Placement | None, record: bool):
+    """``chunk`` as one program per device over its own chains (``jax.shard_map``) when the
+    mesh splits chains only; else ``chunk`` (one SPMD program, GSPMD).
+
+    Chains are independent, but in one SPMD program over the devices a data-dependent loop of
+    the kernel (a ``while_loop``, a ``fori_loop`` with a traced count) runs until every
+    device's chains are done, and the devices agree on that at each iteration: for sweeps of
+    many small loops (the collapsed IBP sampler's rows and features) that cost more than the
+    second core gained. Apart, each device loops on its own chains, and the devices meet once
+    per draw (capacity flags) and once per chunk."""
+    if placement is None or placement.num_data_shards > 1:
+        return chunk
+    states, kept = P(CHAIN_AXIS), P(None, CHAIN_AXIS) if record else P()
+    return jax.shard_map(
+        chunk,
+        mesh=placement.mesh,
+        in_specs=(P(), states, P(CHAIN_AXIS), P(), P()),
+        out_specs=(states, kept, P(), P(), P()),
+        check_vma=False,
+    )
 
 
 def _make_init(static):
@@ -262,10 +298,15 @@ def _run_phase(
                 jnp.asarray(first_step + done * thin, jnp.int32),
                 jnp.asarray(n, jnp.int32),
             )
+            apart = placement is not None and placement.num_data_shards == 1
+            chunk = _make_chunk(
+                static, chunk_draws, thin, program_warmup, not program_warmup,
+                CHAIN_AXIS if apart else None,
+            )  # fmt: skip
             program = _compiled(
                 "chunk",
-                _make_chunk(static, chunk_draws, thin, program_warmup, not program_warmup),
-                (static, chunk_draws, thin, program_warmup),
+                _chains_apart(chunk, placement, not program_warmup),
+                (static, chunk_draws, thin, program_warmup, apart),
                 args,
                 timings,
                 out_shardings=out_shardings,

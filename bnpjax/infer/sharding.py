@@ -27,10 +27,11 @@ What can differ from a one-device run, and why:
   device's slice of the chain batch with its own vectorisation, which may round differently
   in the last bit (measured: at most a few ulp in float32). Discrete draws are therefore
   equal until such a difference flips a near-tie, and continuous draws agree to rounding;
-  over short chains the draws are equal (tested). The devices talk once per iteration of a
-  data-dependent loop of the kernel (a rejection sampler, a ``while_loop``: the loop runs
-  until every chain is done, as it does on one device) and once per chunk for the capacity
-  and finiteness flags: one scalar all-reduce each.
+  over short chains the draws are equal (tested). Each device runs its chains as a program
+  of its own (``jax.shard_map``; the driver's ``_chains_apart``), so a data-dependent loop of
+  the kernel (a rejection sampler, a ``while_loop``) runs until that device's chains are done;
+  the devices meet once per draw (the capacity flags: every chain stops at the same draw) and
+  once per chunk (the finiteness flags), one scalar all-reduce each.
 * data sharded: sums over the rows are computed per device and added across devices
   (all-reduce), a different order of the same floating-point additions, with the same
   consequence; global parameters are drawn once from the same key on every device, so every
@@ -116,9 +117,9 @@ def use_cpu_cores(count: int | None = None, *, quiet: bool = False) -> int:
     one core, since the kernels' operations are too small for XLA's intra-operation threads.
     Split into devices, each core runs its share of the chains; the draws are those of the
     one-device run (:mod:`bnpjax.infer.sharding`). Measured on a 2-core CPU (ILFM demo data, 4
-    chains with 4 temperatures each, 200 sweeps): 22.7 s of sampling on one device, 17.8 s
-    on two. The ``bnpjax`` command calls this at start with ``BNPJAX_CPU_DEVICES`` or the
-    number of cores. It must run before JAX starts its backend (the first array or
+    chains with 4 temperatures each, 100 + 200 sweeps): 33.1 s of sampling on one device,
+    19.3 s on two. The ``bnpjax`` command calls this at start with ``BNPJAX_CPU_DEVICES`` or
+    the number of cores. It must run before JAX starts its backend (the first array or
     ``jax.devices()``); it then changes ``jax.devices("cpu")`` for the whole process.
 
     Parameters

@@ -175,7 +175,8 @@ def test_xla_flags_win_over_use_cpu_cores():
 
 def test_the_command_runs_chains_on_the_cores(tmp_path):
     """``bnpjax`` splits the CPU (here into 2 devices by BNPJAX_CPU_DEVICES) and the driver
-    spreads the chains over them; a bad value is one line naming the variable."""
+    spreads the chains over them; without the variable only the models that set CPU_CORES
+    split; a bad value is one line naming the variable."""
     code = (
         "import sys, jax\nfrom bnpjax.cli import main\n"
         "status = main(sys.argv[1:])\nprint('devices', len(jax.devices('cpu')))\n"
@@ -190,6 +191,12 @@ def test_the_command_runs_chains_on_the_cores(tmp_path):
 
     with xr.open_dataset(tmp_path / "bnpjax_demo_linreg.nc", group="posterior") as posterior:
         assert int(posterior.attrs["num_devices"]) == 2  # the run's chains were split
+    plain = _fresh(code.replace("sys.argv[1:]", repr(args)))
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert plain.stdout.strip().splitlines()[-1] == "devices 1"  # linreg does not set CPU_CORES
+    from bnpjax.cli import load
+
+    assert load("ilfm").CPU_CORES and load("fm").CPU_CORES and load("ibp").CPU_CORES
     bad = _fresh(code.replace("sys.argv[1:]", repr(args)), BNPJAX_CPU_DEVICES="two")
     assert bad.returncode == 2 and "BNPJAX_CPU_DEVICES" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
