@@ -40,7 +40,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import PartitionSpec as P
 
 from bnpjax.infer.arviz_adapter import to_inference_data
 from bnpjax.infer.base import SamplingAlgorithm, Trace, default_trace
@@ -68,6 +67,7 @@ from bnpjax.infer.sharding import (
     CHAIN_AXIS,
     Placement,
     chain_shardings,
+    chains_apart,
     place,
     place_chains,
     resolve_devices,
@@ -138,10 +138,9 @@ def _over_chains(fn, in_axes=0):
 def _make_chunk(
     static, chunk_len: int, thin: int, warmup: bool, record: bool, chain_axis: str | None = None
 ):
-    """The chunk program. ``chain_axis``: the program runs once per device on that device's
-    chains (``shard_map``, :func:`_chains_apart`); the flags that stop every chain at the same
-    draw (capacity) and the finiteness flags are then combined across the devices once per
-    draw and once per chunk."""
+    """The chunk program; with ``chain_axis``, one per device over its chains
+    (:func:`bnpjax.infer.sharding.chains_apart`), the capacity and finiteness flags combined
+    across the devices once per draw and once per chunk."""
 
     def across(flag, combine):
         return flag if chain_axis is None else combine(flag, chain_axis)
@@ -194,28 +193,6 @@ def _make_chunk(
         return states, kept, exceeded, needed, finite
 
     return chunk
-
-
-def _chains_apart(chunk, placement: Placement | None, record: bool):
-    """``chunk`` as one program per device over its own chains (``jax.shard_map``) when the
-    mesh splits chains only; else ``chunk`` (one SPMD program, GSPMD).
-
-    Chains are independent, but in one SPMD program over the devices a data-dependent loop of
-    the kernel (a ``while_loop``, a ``fori_loop`` with a traced count) runs until every
-    device's chains are done, and the devices agree on that at each iteration: for sweeps of
-    many small loops (the collapsed IBP sampler's rows and features) that cost more than the
-    second core gained. Apart, each device loops on its own chains, and the devices meet once
-    per draw (capacity flags) and once per chunk."""
-    if placement is None or placement.num_data_shards > 1:
-        return chunk
-    states, kept = P(CHAIN_AXIS), P(None, CHAIN_AXIS) if record else P()
-    return jax.shard_map(
-        chunk,
-        mesh=placement.mesh,
-        in_specs=(P(), states, P(CHAIN_AXIS), P(), P()),
-        out_specs=(states, kept, P(), P(), P()),
-        check_vma=False,
-    )
 
 
 def _make_init(static):
@@ -305,7 +282,7 @@ def _run_phase(
             )  # fmt: skip
             program = _compiled(
                 "chunk",
-                _chains_apart(chunk, placement, not program_warmup),
+                chains_apart(chunk, placement, not program_warmup),
                 (static, chunk_draws, thin, program_warmup, apart),
                 args,
                 timings,

@@ -28,8 +28,8 @@ What can differ from a one-device run, and why:
   in the last bit (measured: at most a few ulp in float32). Discrete draws are therefore
   equal until such a difference flips a near-tie, and continuous draws agree to rounding;
   over short chains the draws are equal (tested). Each device runs its chains as a program
-  of its own (``jax.shard_map``; the driver's ``_chains_apart``), so a data-dependent loop of
-  the kernel (a rejection sampler, a ``while_loop``) runs until that device's chains are done;
+  of its own (:func:`chains_apart`), so a data-dependent loop of the kernel (a rejection
+  sampler, a ``while_loop``) runs until that device's chains are done;
   the devices meet once per draw (the capacity flags: every chain stops at the same draw) and
   once per chunk (the finiteness flags), one scalar all-reduce each.
 * data sharded: sums over the rows are computed per device and added across devices
@@ -57,6 +57,7 @@ __all__ = [
     "CPU_DEVICES_VARIABLE",
     "DATA_AXIS",
     "Placement",
+    "chains_apart",
     "make_mesh",
     "place",
     "resolve_devices",
@@ -316,6 +317,29 @@ def place_chains(states: Any, placement: Placement):
 def chain_shardings(states: Any, placement: Placement):
     """The shardings :func:`place_chains` gives ``states`` (the pinned output shardings)."""
     return shardings(states, placement, (CHAIN_AXIS,))
+
+
+def chains_apart(chunk, placement: Placement | None, record: bool):
+    """The driver's chunk program ``chunk(dynamic, states, keys, first_step, num_valid)`` as one
+    program per device over its own chains (``jax.shard_map``) when the
+    mesh splits chains only; else ``chunk`` (one SPMD program, GSPMD).
+
+    Chains are independent, but in one SPMD program over the devices a data-dependent loop of
+    the kernel (a ``while_loop``, a ``fori_loop`` with a traced count) runs until every
+    device's chains are done, and the devices agree on that at each iteration: for sweeps of
+    many small loops (the collapsed IBP sampler's rows and features) that cost more than the
+    second core gained. Apart, each device loops on its own chains, and the devices meet once
+    per draw (capacity flags) and once per chunk."""
+    if placement is None or placement.num_data_shards > 1:
+        return chunk
+    states, kept = P(CHAIN_AXIS), P(None, CHAIN_AXIS) if record else P()
+    return jax.shard_map(
+        chunk,
+        mesh=placement.mesh,
+        in_specs=(P(), states, P(CHAIN_AXIS), P(), P()),
+        out_specs=(states, kept, P(), P(), P()),
+        check_vma=False,
+    )
 
 
 def to_host(tree):
