@@ -21,6 +21,10 @@ from bnpjax.infer import (  # noqa: E402
     run,
     sample,
 )
+from bnpjax.infer.sharding import widen_cpu_thread_pool  # noqa: E402
+
+# a CPU split into devices by XLA_FLAGS gets the threads its LAPACK calls need
+widen_cpu_thread_pool()
 
 try:
     __version__ = version("bnpjax")

@@ -149,6 +149,17 @@ def _cpu_only() -> bool:
     return not any(n.startswith(("jax-cuda", "jax-rocm", "libtpu", "jax-tpu")) for n in names)
 
 
+def jax_backend_started() -> bool:
+    """Whether JAX has started a backend (after it, ``XLA_FLAGS``, ``NPROC`` and
+    ``jax_num_cpu_devices`` are no longer read). True when that cannot be told."""
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge._backends)
+    except (ImportError, AttributeError):  # pragma: no cover - JAX reorganised
+        return True
+
+
 def _set_cpu_opt_level() -> None:
     """LLVM optimisation level 1 for the CPU (``XLA_FLAGS``), before JAX starts its backend:
     measured on every demo and on the FM MovieLens fits (``benchmarks/compile_time.py``,
@@ -166,12 +177,7 @@ def _set_cpu_opt_level() -> None:
         return
     if _XLA_OPT_FLAG in flags or chosen == "default" or not _cpu_only():
         return
-    try:
-        from jax._src import xla_bridge
-
-        if xla_bridge._backends:  # too late: the flags were read
-            return
-    except (ImportError, AttributeError):  # pragma: no cover - JAX reorganised
+    if jax_backend_started():  # too late: the flags were read
         return
     level = CPU_OPT_LEVEL if chosen is None else chosen
     os.environ["XLA_FLAGS"] = f"{flags} --{_XLA_OPT_FLAG}={level}".strip()

@@ -71,6 +71,7 @@ from bnpjax.infer.sharding import (
     place,
     place_chains,
     resolve_devices,
+    runs_apart,
     to_host,
 )
 
@@ -275,7 +276,7 @@ def _run_phase(
                 jnp.asarray(first_step + done * thin, jnp.int32),
                 jnp.asarray(n, jnp.int32),
             )
-            apart = placement is not None and placement.num_data_shards == 1
+            apart = runs_apart(placement)
             chunk = _make_chunk(
                 static, chunk_draws, thin, program_warmup, not program_warmup,
                 CHAIN_AXIS if apart else None,

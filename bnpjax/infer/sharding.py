@@ -41,6 +41,7 @@ What can differ from a one-device run, and why:
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -50,6 +51,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from bnpjax.compilation_cache import jax_backend_started
 from bnpjax.infer.checks import check_integer
 
 __all__ = [
@@ -61,8 +63,10 @@ __all__ = [
     "make_mesh",
     "place",
     "resolve_devices",
+    "runs_apart",
     "shardings",
     "use_cpu_cores",
+    "widen_cpu_thread_pool",
 ]
 
 #: mesh axis the chains are split along
@@ -110,6 +114,38 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+#: environment variable read by XLA's CPU client when it starts: the size of the thread pool
+#: that the devices' programs and their library calls share (default: the number of cores)
+CPU_THREADS_VARIABLE = "NPROC"
+
+
+def _forced_device_count() -> int | None:
+    """The number of CPU devices ``XLA_FLAGS`` forces, if it does."""
+    forced = re.search(
+        r"xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", "")
+    )
+    return int(forced.group(1)) if forced else None
+
+
+def widen_cpu_thread_pool(count: int | None = None) -> None:
+    """Give XLA's CPU thread pool ``cores + count`` threads for ``count`` CPU devices (default:
+    the number ``XLA_FLAGS`` forces; nothing when it forces none), unless the user chose its
+    size (``NPROC``) or JAX's backend has started. ``import bnpjax`` calls it, and
+    :func:`use_cpu_cores`.
+
+    Why: jaxlib's batched LAPACK calls (QR, Cholesky: the M3F row draws) run on a thread of
+    that pool, hand the batch's pieces to the same pool and wait: with one device per core,
+    every thread can be such a waiter and nothing runs the pieces (seen: a Gibbs M3F run over
+    two devices of a 2-core CPU stopped at 0 % CPU, both threads in ``ParallelBatchMap``).
+    With ``cores + count`` threads a free one always remains, since each program issues one
+    factorization at a time (:mod:`bnpjax.models.m3f.linalg`)."""
+    if jax_backend_started():
+        return
+    count = _forced_device_count() if count is None else count
+    if count is not None and count > 1 and CPU_THREADS_VARIABLE not in os.environ:
+        os.environ[CPU_THREADS_VARIABLE] = str(_usable_cores() + count)
+
+
 def use_cpu_cores(count: int | None = None, *, quiet: bool = False) -> int:
     """Split the CPU into ``count`` JAX devices, so that the driver runs chains on several
     cores at once (its default ``devices=None`` spreads the chains over every local device).
@@ -137,19 +173,14 @@ def use_cpu_cores(count: int | None = None, *, quiet: bool = False) -> int:
         the number of CPU devices the process will have (or has, when it was too late).
     """
     count = _usable_cores() if count is None else check_integer(count, "count", 1)
-    flags = os.environ.get("XLA_FLAGS", "")
     reason = None
-    if "xla_force_host_platform_device_count" in flags:
-        reason = "XLA_FLAGS sets xla_force_host_platform_device_count"
+    if jax_backend_started():
+        reason = "JAX's backend is already running"
     else:
-        try:
-            from jax._src import xla_bridge
-
-            started = bool(xla_bridge._backends)
-        except (ImportError, AttributeError):  # pragma: no cover - JAX reorganised
-            started = True
-        if started:
-            reason = "JAX's backend is already running"
+        forced = _forced_device_count()
+        if forced is not None:
+            reason = "XLA_FLAGS sets xla_force_host_platform_device_count"
+        widen_cpu_thread_pool(count if forced is None else forced)
     if reason is None:
         jax.config.update("jax_num_cpu_devices", count)
         return count
@@ -319,6 +350,12 @@ def chain_shardings(states: Any, placement: Placement):
     return shardings(states, placement, (CHAIN_AXIS,))
 
 
+def runs_apart(placement: Placement | None) -> bool:
+    """Whether the chunk runs as one program per device (:func:`chains_apart`): the mesh
+    splits chains only."""
+    return placement is not None and placement.num_data_shards == 1
+
+
 def chains_apart(chunk, placement: Placement | None, record: bool):
     """The driver's chunk program ``chunk(dynamic, states, keys, first_step, num_valid)`` as one
     program per device over its own chains (``jax.shard_map``) when the
@@ -330,7 +367,7 @@ def chains_apart(chunk, placement: Placement | None, record: bool):
     many small loops (the collapsed IBP sampler's rows and features) that cost more than the
     second core gained. Apart, each device loops on its own chains, and the devices meet once
     per draw (capacity flags) and once per chunk."""
-    if placement is None or placement.num_data_shards > 1:
+    if not runs_apart(placement):
         return chunk
     states, kept = P(CHAIN_AXIS), P(None, CHAIN_AXIS) if record else P()
     return jax.shard_map(

@@ -137,8 +137,14 @@ def test_two_processes_fit_one_fm_together(tmp_path):
         np.testing.assert_allclose(two[name], one[name], rtol=1e-4, atol=1e-4, err_msg=name)
 
 
+def _cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _fresh(code: str, **env_vars) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "BNPJAX_CPU_DEVICES"}
+    env = {k: v for k, v in os.environ.items() if k not in ("BNPJAX_CPU_DEVICES", "NPROC")}
     env["XLA_FLAGS"] = " ".join(
         f for f in env.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f
     )
@@ -163,14 +169,38 @@ def test_use_cpu_cores_splits_the_cpu_before_jax_starts():
     assert late.startswith("3 ") and "already running" in late  # too late: said, unchanged
 
 
+def test_batched_lapack_calls_on_every_device_finish():
+    """Each device's program factorizes a large batch (jaxlib's QR hands the batch's pieces to
+    XLA's CPU thread pool and waits) on one device per core: with the default pool, one
+    thread per core, every thread waited and the run stopped at 0 % CPU (the M3F row draws
+    on two devices); use_cpu_cores widens the pool, and leaves a size the user chose."""
+    cores = _cores()
+    count = max(2, cores)
+    code = (
+        "import os, jax, jax.numpy as jnp\nfrom bnpjax.infer import use_cpu_cores\n"
+        f"n = use_cpu_cores({count})\n"
+        "step = lambda i, x: x + 1e-3 * jnp.tanh(jnp.sum(jnp.linalg.qr(x, mode='r')))\n"
+        "f = jax.pmap(lambda x: jax.lax.fori_loop(0, 100, step, x))\n"
+        "x = jax.random.normal(jax.random.key(0), (n, 4096, 30, 6))\n"
+        "print(n, os.environ.get('NPROC'), bool(jnp.isfinite(f(x)).all()))"
+    )
+    done = _fresh(code)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == [str(count), str(cores + count), "True"]
+    chosen = _fresh("import os\nfrom bnpjax.infer import use_cpu_cores\n"
+                    "use_cpu_cores(2)\nprint(os.environ['NPROC'])", NPROC="7")  # fmt: skip
+    assert chosen.stdout.split() == ["7"], chosen.stderr[-3000:]
+
+
 def test_xla_flags_win_over_use_cpu_cores():
     done = _fresh(
-        "import jax\nfrom bnpjax.infer import use_cpu_cores\n"
-        "print(use_cpu_cores(3, quiet=True), len(jax.devices('cpu')))",
+        "import os, jax\nfrom bnpjax.infer import use_cpu_cores\n"
+        "print(use_cpu_cores(3, quiet=True), len(jax.devices('cpu')), os.environ['NPROC'])",
         XLA_FLAGS="--xla_force_host_platform_device_count=2",
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["2", "2"]
+    # the pool is widened for the 2 devices XLA_FLAGS forces (widen_cpu_thread_pool)
+    assert done.stdout.split() == ["2", "2", str(_cores() + 2)]
 
 
 def test_the_command_runs_chains_on_the_cores(tmp_path):
