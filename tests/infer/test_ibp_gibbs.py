@@ -543,7 +543,14 @@ def two_site_model(X):
         numpyro.sample("X", dist.Normal(Z1 @ A1 + Z2 @ A2, 0.5).to_event(1), obs=X)
 
 
-@pytest.mark.parametrize("chain_method", ["sequential", jax.vmap], ids=["sequential", "vmap"])
+# the block under vmap is what every Geweke test above runs; NumPyro's vmap chain method
+# repeats that check with its own compile (about 45 s on the 2-core CI machine)
+_VMAP = pytest.param(
+    jax.vmap, id="vmap", marks=long_only("the block under vmap is the Geweke tests' run; ~45 s")
+)
+
+
+@pytest.mark.parametrize("chain_method", [pytest.param("sequential", id="sequential"), _VMAP])
 def test_works_with_numpyro_machinery(chain_method, capsys):
     import arviz as az
 

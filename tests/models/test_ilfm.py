@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiers import long_only
 
 from bnpjax.datasets import DataNotFoundError, kinship, nations, umls
 from bnpjax.infer import predictive, run, to_inference_data
@@ -175,7 +176,13 @@ def test_single_mode_runs_one_model_per_relation():
         ilfm.gibbs(data, mode="both")
 
 
-def test_trace_keeps_the_pointwise_log_likelihood_of_the_observed_entries_only():
+@pytest.mark.parametrize(
+    "mode",
+    # the trace is the same code for both modes; "single" compiles a sampler of its own
+    # (about 22 s on the 2-core CI machine) and has its own test below
+    ["global", pytest.param("single", marks=long_only("the same trace code, ~22 s"))],
+)
+def test_trace_keeps_the_pointwise_log_likelihood_of_the_observed_entries_only(mode):
     """The log_likelihood group holds one value per observed (not held-out, not missing, not
     diagonal) entry, equal to ilfm.log_likelihood of the draws; az.loo reads it."""
     Y = _planted(5, num_entities=8, num_relations=2)
@@ -184,23 +191,20 @@ def test_trace_keeps_the_pointwise_log_likelihood_of_the_observed_entries_only()
     data = ilfm.make_data(Y, mask=~held)
     test = ilfm.make_data(Y, mask=held)
     observed = int(np.asarray(data.mask).sum())
-    for mode in ("global", "single"):
-        algorithm = ilfm.gibbs(data, capacity=4, num_leapfrog=3, mode=mode)
-        result = run(
-            algorithm, jax.random.key(2), 6, num_warmup=2, num_chains=2, progress_bar=False
-        )
-        pointwise = result.trace["log_likelihood"]["Y"]
-        assert pointwise.shape == (2, 6, observed)
-        assert np.all(pointwise < 0)
-        np.testing.assert_allclose(ilfm.log_likelihood(result.trace, data), pointwise, rtol=1e-9)
-        heldout = ilfm.log_likelihood(result.trace, data, test)
-        assert heldout.shape == (2, 6, int(np.asarray(test.mask).sum()))
-        # the held-out log density and the predicted probabilities agree
-        p = ilfm.predict(result.trace, data, test)
-        y = np.asarray(test.Y)[np.asarray(test.mask) > 0]
-        expected = np.log(np.where(y > 0, p, 1 - p))
-        lppd = np.log(np.mean(np.exp(heldout), axis=(0, 1)))
-        np.testing.assert_allclose(lppd, expected, rtol=1e-6)
+    algorithm = ilfm.gibbs(data, capacity=4, num_leapfrog=3, mode=mode)
+    result = run(algorithm, jax.random.key(2), 6, num_warmup=2, num_chains=2, progress_bar=False)
+    pointwise = result.trace["log_likelihood"]["Y"]
+    assert pointwise.shape == (2, 6, observed)
+    assert np.all(pointwise < 0)
+    np.testing.assert_allclose(ilfm.log_likelihood(result.trace, data), pointwise, rtol=1e-9)
+    heldout = ilfm.log_likelihood(result.trace, data, test)
+    assert heldout.shape == (2, 6, int(np.asarray(test.mask).sum()))
+    # the held-out log density and the predicted probabilities agree
+    p = ilfm.predict(result.trace, data, test)
+    y = np.asarray(test.Y)[np.asarray(test.mask) > 0]
+    expected = np.log(np.where(y > 0, p, 1 - p))
+    lppd = np.log(np.mean(np.exp(heldout), axis=(0, 1)))
+    np.testing.assert_allclose(lppd, expected, rtol=1e-6)
     idata = to_inference_data(result)
     assert idata.observed_data["Y"].shape == (observed,)
     with warnings.catch_warnings():  # 12 draws: ArviZ may warn about its Pareto k estimates

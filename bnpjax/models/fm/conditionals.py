@@ -87,11 +87,11 @@ def _design_parts(rows, cols, values, num_rows: int, w, V):
     """Per row of a COO design: the linear part ``sum_i w_i x_i``, ``q = sum_i v_i x_i``
     (num_rows, K) and ``sum_i |v_i|^2 x_i^2``."""
     x = values
-    linear = jax.ops.segment_sum(x * w[cols], rows, num_segments=num_rows)
     xv = x[:, None] * V[cols]
-    q = jax.ops.segment_sum(xv, rows, num_segments=num_rows)
-    squares = jax.ops.segment_sum(jnp.sum(xv**2, axis=1), rows, num_segments=num_rows)
-    return linear, q, squares
+    # one segment sum of the three parts: XLA's CPU scatter is a scalar loop per call
+    parts = jnp.concatenate([(x * w[cols])[:, None], xv, jnp.sum(xv**2, axis=1)[:, None]], 1)
+    sums = jax.ops.segment_sum(parts, rows, num_segments=num_rows)
+    return sums[:, 0], sums[:, 1:-1], sums[:, -1]
 
 
 def _relation_parts(relation: FMRelation, w, V):
@@ -177,7 +177,8 @@ def _block_row_sums(relation: FMRelation, r, e):
     def segment(values):
         return jax.ops.segment_sum(values, index, num_segments=num)
 
-    S, E, R = segment(r), segment(e), segment(r * e[:, None])
+    sums = segment(jnp.concatenate([r, e[:, None], r * e[:, None]], axis=1))  # one scatter
+    S, E, R = sums[:, :K], sums[:, K], sums[:, K + 1 :]
     size = max(1, min(n, (1 << 21) // max(K * K, 1)))
     pad = -n % size
     r_pad = jnp.concatenate([r, jnp.zeros((pad, K), r.dtype)]).reshape(-1, size, K)
