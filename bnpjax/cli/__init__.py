@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _use_cores(commands) -> None:
     """Chains on several cores: ``BNPJAX_CPU_DEVICES`` CPU devices when set, else one per
-    core for the models whose module sets ``CPU_CORES`` (checked and measured faster split,
-    ``benchmarks/cpu_devices.py``: the Gibbs M3F's run over two CPU devices does not finish,
-    so the others stay on one device until each is checked); nothing when JAX already runs
+    core for the models whose module sets ``CPU_CORES`` (checked and measured faster split:
+    ``benchmarks/cpu_devices.py`` and the demos; a single variational fit, as WMMSB's demo,
+    or a model with one chain gains nothing and stays on one device); nothing when JAX already runs
     (``main`` called from Python) or ``XLA_FLAGS`` chose (:func:`bnpjax.infer.use_cpu_cores`)."""
     import os
 
