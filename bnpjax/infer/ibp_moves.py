@@ -44,6 +44,12 @@ their prior given the rest, and ``q_0`` is the Laplace approximation of exactly 
 conditional. The Newton steps (and the diagonal-Hessian shortcut) only change how often a
 move is accepted.
 
+Skipped columns and entries (empty columns of the buffer, entries whose column holds no
+other row) go through :func:`bnpjax.ops.apply_if` rather than ``lax.cond``: when the chains
+are batched with ``vmap``, a ``cond`` runs both branches for every chain, so the model was
+evaluated for every column of the buffer; with ``apply_if`` a column no chain uses costs
+nothing. The values are those of the ``cond``.
+
 Order of the moves. Each move leaves the same target invariant on its own, so any fixed (or
 randomly chosen) order of them does too, and so does the composition with the other blocks of
 a Gibbs sweep: the order changes how fast the chain mixes, never its stationary law.
@@ -76,6 +82,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import gammaln
+
+from bnpjax.ops import apply_if
 
 __all__ = [
     "Gaussian",
@@ -145,7 +153,7 @@ def existing_column_pass(
             new = _flip_column(jax.random.fold_in(key, k), Z[:, k], ll[1] - ll[0], log_odds)
             return Z.at[:, k].set(new)
 
-        return lax.cond(jnp.any(Z[:, k] > 0), update, lambda Z: Z, Z)
+        return apply_if(jnp.any(Z[:, k] > 0), update, Z, Z)
 
     return lax.fori_loop(0, num_cols, column, Z)
 
@@ -174,7 +182,7 @@ def existing_joint_pass(
             )
             return Z.at[n, k].set(new), jnp.where(new == z, ll, ll_flip)
 
-        return lax.cond(m_minus > 0, update, lambda c: c, (Z, ll))
+        return apply_if(m_minus > 0, update, (Z, ll), (Z, ll))
 
     return lax.fori_loop(0, num_rows * num_cols, entry, (Z, ll))
 
@@ -323,7 +331,7 @@ def feature_pass(
     def column(k, carry):
         if columns is None:
             return update(k, carry)
-        return lax.cond(columns[k], update, lambda k, carry: carry, k, carry)
+        return apply_if(columns[k], update, carry, k, carry)
 
     def update(k, carry):
         U, ll = carry
