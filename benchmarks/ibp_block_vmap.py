@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=100)
     args = parser.parse_args()
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M')}")
     print(f"machine: {platform.platform()}, jax {jax.__version__}, {jax.devices()}")
     X = jnp.asarray(synthetic.bars(0, num_obs=args.num_obs)["X"])
     model = ibp_model(args.capacity)
