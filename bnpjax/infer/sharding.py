@@ -138,7 +138,14 @@ def widen_cpu_thread_pool(count: int | None = None) -> None:
     every thread can be such a waiter and nothing runs the pieces (seen: a Gibbs M3F run over
     two devices of a 2-core CPU stopped at 0 % CPU, both threads in ``ParallelBatchMap``).
     With ``cores + count`` threads a free one always remains, since each program issues one
-    factorization at a time (:mod:`bnpjax.models.m3f.linalg`)."""
+    factorization at a time (:mod:`bnpjax.models.m3f.linalg`).
+
+    Parameters
+    ----------
+    count : int, optional
+        the number of CPU devices the process will have; default: the number that
+        ``XLA_FLAGS`` forces (``xla_force_host_platform_device_count``).
+    """
     if jax_backend_started():
         return
     count = _forced_device_count() if count is None else count
