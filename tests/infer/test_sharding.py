@@ -16,7 +16,7 @@ from jax.sharding import Mesh
 from tiers import LONG, long_only
 
 from bnpjax.infer import make_mesh
-from bnpjax.infer.sharding import resolve_devices
+from bnpjax.infer.sharding import _usable_cores, resolve_devices
 
 WORKER = pathlib.Path(__file__).with_name("sharding_worker.py")
 
@@ -137,12 +137,6 @@ def test_two_processes_fit_one_fm_together(tmp_path):
         np.testing.assert_allclose(two[name], one[name], rtol=1e-4, atol=1e-4, err_msg=name)
 
 
-def _cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def _fresh(code: str, **env_vars) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("BNPJAX_CPU_DEVICES", "NPROC")}
     env["XLA_FLAGS"] = " ".join(
@@ -174,7 +168,7 @@ def test_batched_lapack_calls_on_every_device_finish():
     XLA's CPU thread pool and waits) on one device per core: with the default pool, one
     thread per core, every thread waited and the run stopped at 0 % CPU (the M3F row draws
     on two devices); use_cpu_cores widens the pool, and leaves a size the user chose."""
-    cores = _cores()
+    cores = _usable_cores()
     count = max(2, cores)
     code = (
         "import os, jax, jax.numpy as jnp\nfrom bnpjax.infer import use_cpu_cores\n"
@@ -200,7 +194,7 @@ def test_xla_flags_win_over_use_cpu_cores():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     # the pool is widened for the 2 devices XLA_FLAGS forces (widen_cpu_thread_pool)
-    assert done.stdout.split() == ["2", "2", str(_cores() + 2)]
+    assert done.stdout.split() == ["2", "2", str(_usable_cores() + 2)]
 
 
 def test_the_command_runs_chains_on_the_cores(tmp_path):
@@ -226,7 +220,7 @@ def test_the_command_runs_chains_on_the_cores(tmp_path):
     assert plain.stdout.strip().splitlines()[-1] == "devices 1"  # linreg does not set CPU_CORES
     from bnpjax.cli import load
 
-    assert load("ilfm").CPU_CORES and load("fm").CPU_CORES and load("ibp").CPU_CORES
+    assert all(load(name).CPU_CORES for name in ("ilfm", "fm", "ibp", "m3f"))
     bad = _fresh(code.replace("sys.argv[1:]", repr(args)), BNPJAX_CPU_DEVICES="two")
     assert bad.returncode == 2 and "BNPJAX_CPU_DEVICES" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
