@@ -11,6 +11,7 @@ of their inputs (float32 or float64); densities are computed in log space.
 * :mod:`~bnpjax.ops.inverse_gaussian`: inverse Gaussian log pdf and sampler.
 * :mod:`~bnpjax.ops.truncated_normal`: truncated standard normal, exact deep in the tails.
 * :mod:`~bnpjax.ops.categorical`: Gumbel-max categorical sampling, log normalization.
+* :mod:`~bnpjax.ops.logistic`: a softplus that is cheap on a CPU, for logistic likelihoods.
 * :mod:`~bnpjax.ops.rank_one`: Sherman-Morrison updates of inverses and log-determinants.
 * :mod:`~bnpjax.ops.segment`: sparse COO matrices and segment reductions.
 * :mod:`~bnpjax.ops.control`: :func:`apply_if`, a branch that ``vmap`` over chains does not
@@ -26,6 +27,7 @@ from bnpjax.ops.equicorrelation import (
 )
 from bnpjax.ops.inverse_gamma import sample_inverse_gamma
 from bnpjax.ops.inverse_gaussian import inverse_gaussian_log_pdf, sample_inverse_gaussian
+from bnpjax.ops.logistic import softplus
 from bnpjax.ops.poisson import sample_truncated_poisson, truncated_poisson_log_pmf
 from bnpjax.ops.rank_one import rank_one_update, sherman_morrison
 from bnpjax.ops.segment import (
@@ -72,6 +74,7 @@ __all__ = [
     "segment_logsumexp",
     "segment_sum",
     "sherman_morrison",
+    "softplus",
     "to_dense",
     "transpose",
     "truncated_normal_from_uniform",

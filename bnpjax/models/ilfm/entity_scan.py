@@ -22,6 +22,8 @@ review. JMLR 12, 1185-1224 (the Gibbs sampler: new features at rate alpha / N pe
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -35,16 +37,30 @@ def ibp_rate(alpha, N):
     return alpha / N
 
 
-def _entity_terms(f, row, col, i, data, W, diag_offset, likelihood):
-    """Log-likelihood of the links of entity ``i`` given its features ``f`` and the row/column
-    logits without the diagonal. ``row``/``col``: (R, N)."""
-    off = jnp.arange(row.shape[1]) != i
-    y_row, m_row = data.Y[:, i, :], data.mask[:, i, :] * off
-    y_col, m_col = data.Y[:, :, i], data.mask[:, :, i] * off
-    diag = jnp.einsum("k,rkl,l->r", f, W, f) + diag_offset
-    total = jnp.sum(_bernoulli(y_row, row, m_row, likelihood))
-    total = total + jnp.sum(_bernoulli(y_col, col, m_col, likelihood))
-    return total + jnp.sum(_bernoulli(data.Y[:, i, i], diag, data.mask[:, i, i], likelihood))
+class _Links(NamedTuple):
+    """The links of one entity ``i``, read once per entity: row ``i`` then column ``i`` of
+    every relation (2R, N), their masks (the diagonal entry left out), and the diagonal."""
+
+    y: jax.Array
+    mask: jax.Array
+    y_diag: jax.Array
+    mask_diag: jax.Array
+    diag_offset: jax.Array
+
+
+def _links_of(i, data, diag_offset):
+    off = (jnp.arange(data.Y.shape[1]) != i).astype(data.mask.dtype)
+    y = jnp.concatenate([data.Y[:, i, :], data.Y[:, :, i]])
+    mask = jnp.concatenate([data.mask[:, i, :], data.mask[:, :, i]]) * off
+    return _Links(y, mask, data.Y[:, i, i], data.mask[:, i, i], diag_offset)
+
+
+def _entity_terms(f, logits, W, links: _Links, likelihood):
+    """Log-likelihood of the links of entity ``i`` given its features ``f`` and the logits
+    (2R, N) of its row and column links without the diagonal."""
+    diag = jnp.einsum("k,rkl,l->r", f, W, f) + links.diag_offset
+    total = jnp.sum(_bernoulli(links.y, logits, links.mask, likelihood))
+    return total + jnp.sum(_bernoulli(links.y_diag, diag, links.mask_diag, likelihood))
 
 
 NEWTON_STEPS = 5
@@ -192,34 +208,33 @@ def entity_update(
     m_minus = m - f
     P = jnp.einsum("rkl,jl->rkj", W, F_minus)  # (R, C, N): row logits are f P + s
     Q = jnp.einsum("jk,rkl->rjl", F_minus, W)  # (R, N, C): column logits are Q f + s
-    row = jnp.einsum("k,rkj->rj", f, P) + row_offset
-    col = jnp.einsum("rjl,l->rj", Q, f) + col_offset
+    # rows then columns, so that a flip shifts one (2R, N) array by one slice of PQ
+    PQ = jnp.concatenate([P, jnp.swapaxes(Q, 1, 2)])  # (2R, C, N)
+    links = _links_of(i, data, bias)
+    logits = jnp.einsum("k,rkj->rj", f, PQ) + jnp.concatenate([row_offset, col_offset])
     held = m_minus > 0.5
     order = jnp.argsort(~held)  # held slots first, in slot order
+    log_p_on = jnp.log(m_minus / N)
+    log_p_off = jnp.log1p(-m_minus / N)
 
     def flip(j, c):
-        f, row, col, current = c
+        f, logits, current = c
         k = order[j]
         delta = 1.0 - 2.0 * f[k]
         f_new = f.at[k].set(1.0 - f[k])
-        row_new = row + delta * P[:, k, :]
-        col_new = col + delta * Q[:, :, k]
-        proposed = _entity_terms(f_new, row_new, col_new, i, data, W, bias, likelihood)
-        p_on = m_minus[k] / N
-        log_prior = jnp.where(
-            f[k] > 0, jnp.log1p(-p_on) - jnp.log(p_on), jnp.log(p_on) - jnp.log1p(-p_on)
-        )
+        logits_new = logits + delta * PQ[:, k, :]
+        proposed = _entity_terms(f_new, logits_new, W, links, likelihood)
+        log_prior = delta * (log_p_on[k] - log_p_off[k])
         log_odds = proposed - current + log_prior
         take = jnp.log(uniforms[k]) < -jax.nn.softplus(-log_odds)
         return (
             jnp.where(take, f_new, f),
-            jnp.where(take, row_new, row),
-            jnp.where(take, col_new, col),
+            jnp.where(take, logits_new, logits),
             jnp.where(take, proposed, current),
         )
 
-    current = _entity_terms(f, row, col, i, data, W, bias, likelihood)
-    f, row, col, current = jax.lax.fori_loop(0, jnp.sum(held), flip, (f, row, col, current))
+    current = _entity_terms(f, logits, W, links, likelihood)
+    f, logits, current = jax.lax.fori_loop(0, jnp.sum(held), flip, (f, logits, current))
 
     # unique features of i and their weights: joint MH, new features at the prior's rate,
     # their weights from the prior (birth_weights None) or from birth_weights (laplace_weights)
@@ -249,7 +264,8 @@ def entity_update(
     Q_prop = jnp.einsum("jk,rkl->rjl", F_minus, W_prop)
     row_prop = jnp.einsum("k,rkj->rj", f_prop, P_prop) + row_offset
     col_prop = jnp.einsum("rjl,l->rj", Q_prop, f_prop) + col_offset
-    proposed = _entity_terms(f_prop, row_prop, col_prop, i, data, W_prop, bias, likelihood)
+    logits_prop = jnp.concatenate([row_prop, col_prop])
+    proposed = _entity_terms(f_prop, logits_prop, W_prop, links, likelihood)
     log_ratio = proposed - current + log_q_ratio
     possible = (k_unique <= kappa) & (short == 0)
     take = possible & (jnp.log(jax.random.uniform(key_u, (), W.dtype)) < log_ratio)

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jax.scipy.special import log_ndtr, ndtr
 
 from bnpjax.models.ilfm.data import ILFMData, ILFMHyper, ILFMState
+from bnpjax.ops import softplus
 from bnpjax.priors import ibp
 
 __all__ = ["LIKELIHOODS", "log_joint", "pointwise_log_likelihood", "probabilities"]
@@ -44,7 +45,7 @@ def _bernoulli(y, eta, mask, likelihood="logit"):
     """Masked ``log p(y | eta)``: logistic, or ``Phi`` (probit) in log space."""
     if likelihood == "probit":
         return mask * (y * log_ndtr(eta) + (1 - y) * log_ndtr(-eta))
-    return mask * (y * eta - jax.nn.softplus(eta))
+    return mask * (y * eta - softplus(eta))
 
 
 def _covariates_for(state: ILFMState, X):
