@@ -245,33 +245,40 @@ def entity_update(
     free = ~held
     owned, short = ibp.place_new_features(free, k_new[None])
     owned = owned[0]
-    f_prop = jnp.where(held, f, owned.astype(f.dtype))
-    fresh = owned[:, None] | owned[None, :]
-    active_prop = held | owned
-    pair_prop = active_prop[:, None] & active_prop[None, :]
-    W_prop = jnp.where(fresh[None], sigma_w * jax.random.normal(key_w, W.shape, W.dtype), W)
-    log_q_ratio = jnp.zeros((), W.dtype)
-    if birth_weights is not None:
-        f_held = f * held
-        base_row = jnp.einsum("k,rkj->rj", f_held, P) + row_offset
-        base_col = jnp.einsum("rjl,l->rj", Q, f_held) + col_offset
-        W_prop, log_q_ratio = birth_weights(
-            jax.random.fold_in(key_w, 1), W, W_prop, F_minus, held, unique, owned,
-            k_unique, k_new, base_row, base_col, i, data, sigma_w, likelihood,
-        )  # fmt: skip
-    W_prop = jnp.where(pair_prop[None], W_prop, 0.0)
-    P_prop = jnp.einsum("rkl,jl->rkj", W_prop, F_minus)
-    Q_prop = jnp.einsum("jk,rkl->rjl", F_minus, W_prop)
-    row_prop = jnp.einsum("k,rkj->rj", f_prop, P_prop) + row_offset
-    col_prop = jnp.einsum("rjl,l->rj", Q_prop, f_prop) + col_offset
-    logits_prop = jnp.concatenate([row_prop, col_prop])
-    proposed = _entity_terms(f_prop, logits_prop, W_prop, links, likelihood)
-    log_ratio = proposed - current + log_q_ratio
     possible = (k_unique <= kappa) & (short == 0)
-    take = possible & (jnp.log(jax.random.uniform(key_u, (), W.dtype)) < log_ratio)
+
+    def birth_death(f, W):
+        f_prop = jnp.where(held, f, owned.astype(f.dtype))
+        fresh = owned[:, None] | owned[None, :]
+        active_prop = held | owned
+        pair_prop = active_prop[:, None] & active_prop[None, :]
+        W_prop = jnp.where(fresh[None], sigma_w * jax.random.normal(key_w, W.shape, W.dtype), W)
+        log_q_ratio = jnp.zeros((), W.dtype)
+        if birth_weights is not None:
+            f_held = f * held
+            base_row = jnp.einsum("k,rkj->rj", f_held, P) + row_offset
+            base_col = jnp.einsum("rjl,l->rj", Q, f_held) + col_offset
+            W_prop, log_q_ratio = birth_weights(
+                jax.random.fold_in(key_w, 1), W, W_prop, F_minus, held, unique, owned,
+                k_unique, k_new, base_row, base_col, i, data, sigma_w, likelihood,
+            )  # fmt: skip
+        W_prop = jnp.where(pair_prop[None], W_prop, 0.0)
+        P_prop = jnp.einsum("rkl,jl->rkj", W_prop, F_minus)
+        Q_prop = jnp.einsum("jk,rkl->rjl", F_minus, W_prop)
+        row_prop = jnp.einsum("k,rkj->rj", f_prop, P_prop) + row_offset
+        col_prop = jnp.einsum("rjl,l->rj", Q_prop, f_prop) + col_offset
+        logits_prop = jnp.concatenate([row_prop, col_prop])
+        proposed = _entity_terms(f_prop, logits_prop, W_prop, links, likelihood)
+        log_ratio = proposed - current + log_q_ratio
+        take = possible & (jnp.log(jax.random.uniform(key_u, (), W.dtype)) < log_ratio)
+        return jnp.where(take, f_prop, f), jnp.where(take, W_prop, W), take
+
+    # with no unique feature and none proposed the move proposes the current state (f, and W,
+    # which is 0 off the active pairs): accepted, nothing changes, so it is not computed
+    # (under vmap over chains and temperatures: unless some member proposes something)
+    trivial = (k_new == 0) & (k_unique == 0)
+    f, W, take = apply_if(~trivial, birth_death, (f, W, possible), f, W)
     changed = (k_unique + k_new) > 0
-    f = jnp.where(take, f_prop, f)
-    W = jnp.where(take, W_prop, W)
     # slots nobody holds any more carry no weights
     active = held | (f > 0)
     W = jnp.where((active[:, None] & active[None, :])[None], W, 0.0)
