@@ -97,10 +97,47 @@ def test_an_option_the_installed_xla_does_not_know_is_dropped(monkeypatch):
     assert programs._UNKNOWN_OPTIONS == {"xla_cpu_no_such_option_here"}
     # any other compile error still surfaces
     monkeypatch.setattr(
-        programs, "compiler_options", lambda: {"xla_backend_optimization_level": "x"}
+        programs, "compiler_options", lambda extra=(): {"xla_backend_optimization_level": "x"}
     )
     with pytest.raises(Exception):  # noqa: B017 - jaxlib's error type varies by release
         programs.compile_lowered(lowered)
+
+
+def test_a_kernels_own_options_reach_xla_and_key_its_programs(monkeypatch):
+    """``SamplingAlgorithm.compiler_options`` are added to the driver's (a user's XLA flag
+    wins), compiled in (an option XLA refuses is reported by name: it got there), and part of
+    the program cache's key (other options: another program; the same: none compiled)."""
+    import bnpjax
+    from bnpjax.infer import programs
+    from bnpjax.models import fm, m3f
+    from bnpjax.models import linear_regression as lr
+
+    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.delenv(compilation_cache.OPT_LEVEL_VARIABLE, raising=False)
+    monkeypatch.setattr(programs, "_UNKNOWN_OPTIONS", set())
+    name, value = programs.WITHOUT_YNN_FUSIONS[0]
+    assert programs.compiler_options(programs.WITHOUT_YNN_FUSIONS)[name] == value
+    monkeypatch.setenv("XLA_FLAGS", f"--{name}=dot")
+    assert name not in programs.compiler_options(programs.WITHOUT_YNN_FUSIONS)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    algorithm = lr.gibbs(lr.make_data(X, X.sum(1)))
+    options = dict(num_warmup=5, progress_bar=False)
+    bnpjax.sample(algorithm, jax.random.key(0), 5, **options)
+    before = programs.compile_count()
+    bnpjax.sample(algorithm, jax.random.key(1), 5, **options)
+    assert programs.compile_count() == before
+    odd = algorithm._replace(compiler_options=(("xla_cpu_no_such_option_for_a_kernel", 1),))
+    bnpjax.sample(odd, jax.random.key(1), 5, **options)
+    assert programs.compile_count() > before
+    assert programs._UNKNOWN_OPTIONS == {"xla_cpu_no_such_option_for_a_kernel"}
+    # the kernels measured faster without YNNPACK's fusions ask for that
+    ratings = np.arange(12)
+    m3f_data = m3f.make_data(ratings % 4, ratings % 3, ratings % 5 + 1, 4, 3, 5)
+    assert m3f.gibbs(m3f_data, rank=2).compiler_options == programs.WITHOUT_YNN_FUSIONS
+    fm_data = fm.make_data(np.eye(12)[:, :5], ratings.astype(float))
+    assert fm.gibbs(fm_data, rank=2).compiler_options == programs.WITHOUT_YNN_FUSIONS
 
 
 def test_import_sets_llvm_level_1_for_the_cpu_unless_told_otherwise():

@@ -119,6 +119,10 @@ class SamplingAlgorithm(NamedTuple):
         an :class:`ArvizSpec` naming the output.
     ``growth``
         a :class:`CapacityGrowth` for kernels with a fixed-capacity buffer (None otherwise).
+    ``compiler_options``
+        ``(name, value)`` pairs of XLA options for this kernel's programs on the CPU, over
+        the driver's (:func:`bnpjax.infer.programs.compiler_options`), e.g.
+        :data:`bnpjax.infer.programs.WITHOUT_YNN_FUSIONS`.
     """
 
     init: Callable[[PRNGKey], State]
@@ -127,6 +131,7 @@ class SamplingAlgorithm(NamedTuple):
     trace: Callable[[State, Info], Trace] | None = None
     spec: ArvizSpec = ArvizSpec()
     growth: CapacityGrowth | None = None
+    compiler_options: tuple = ()
 
     @property
     def capacity(self) -> int | None:

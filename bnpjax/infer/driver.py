@@ -282,13 +282,10 @@ def _run_phase(
                 CHAIN_AXIS if apart else None,
             )  # fmt: skip
             program = _compiled(
-                "chunk",
-                chains_apart(chunk, placement, not program_warmup),
-                (static, chunk_draws, thin, program_warmup, apart),
-                args,
-                timings,
-                out_shardings=out_shardings,
-            )
+                "chunk", chains_apart(chunk, placement, not program_warmup),
+                (static, chunk_draws, thin, program_warmup, apart), args, timings,
+                out_shardings, algorithm.compiler_options,
+            )  # fmt: skip
             t0 = time.perf_counter()
             new_states, kept, exceeded, needed, finite = program(*args)
             exceeded = bool(exceeded)
@@ -431,8 +428,9 @@ def run(
             shapes = jax.eval_shape(_make_init(static), dynamic, init_keys)
             out_shardings = chain_shardings(shapes, placement)
         program = _compiled(
-            "init", _make_init(static), (static,), args, timings, out_shardings=out_shardings
-        )
+            "init", _make_init(static), (static,), args, timings, out_shardings,
+            algorithm.compiler_options,
+        )  # fmt: skip
         t0 = time.perf_counter()
         states = jax.block_until_ready(program(*args))
         timings["init_s"] = time.perf_counter() - t0

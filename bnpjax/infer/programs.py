@@ -23,8 +23,15 @@ classic emitters compile faster and run as fast. Measured on the FM MovieLens sw
 u1, rank 10, a chunk of 10 sweeps, one core, 2026-11-28): compile 4.0-4.3 s against 7.3-12.0 s
 with the fusion emitters, 347 fusions against 450; 35-45 % less compile time on every
 ``bnpjax demo`` with a sampler, run times unchanged within the machine's noise.
-The option is dropped, once and for the rest of the process, by a jaxlib that no longer knows
-it; ``BNPJAX_XLA_CPU_OPT_LEVEL=default`` or the flag in ``XLA_FLAGS`` leaves XLA's choice.
+A kernel may add options of its own (``SamplingAlgorithm.compiler_options``). M3F's and the
+FM's kernels switch off XLA's YNNPACK fusions (:data:`WITHOUT_YNN_FUSIONS`): jaxlib 0.10 hands
+their small dot products to YNNPACK library calls of about 100 us each, where XLA's own loops
+are faster; other kernels' batched products gain from them. Measured through the driver
+(``benchmarks/cpu_library_fusions.py``, docs/benchmarks.md, fit time without / with them):
+M3F 0.68-0.71, the FM demo's fit 0.70, FM ML-100K 1.00, the ILFM demo's kernel 1.20-1.22,
+so only M3F and the FM opt out.
+The options are dropped, once and for the rest of the process, by a jaxlib that does not know
+them; ``BNPJAX_XLA_CPU_OPT_LEVEL=default`` or the flag in ``XLA_FLAGS`` leaves XLA's choice.
 """
 
 from __future__ import annotations
@@ -56,10 +63,16 @@ __all__ = [
 ]
 
 
-def compiler_options() -> dict | None:
+def compiler_options(extra: tuple = ()) -> dict | None:
     """XLA options of the driver's programs on the CPU (module docstring): LLVM's optimisation
     level and the classic emitters, each unless ``XLA_FLAGS`` sets it; None (XLA's defaults)
     on other backends and when ``BNPJAX_XLA_CPU_OPT_LEVEL=default``.
+
+    Parameters
+    ----------
+    extra : tuple
+        ``(name, value)`` pairs a kernel adds (``SamplingAlgorithm.compiler_options``), each
+        unless ``XLA_FLAGS`` sets it or the installed XLA refused it.
 
     Returns
     -------
@@ -79,29 +92,37 @@ def compiler_options() -> dict | None:
         options[_XLA_OPT_FLAG] = CPU_OPT_LEVEL if chosen is None else chosen
     if _FUSION_EMITTERS_OPTION not in flags and _FUSION_EMITTERS_OPTION not in _UNKNOWN_OPTIONS:
         options[_FUSION_EMITTERS_OPTION] = False
+    for name, value in extra:
+        if name not in flags and name not in _UNKNOWN_OPTIONS:
+            options[name] = value
     return options or None
 
 
 #: XLA's switch between its CPU fusion emitters and the classic ones (module docstring).
 _FUSION_EMITTERS_OPTION = "xla_cpu_use_fusion_emitters"
+#: ``SamplingAlgorithm.compiler_options`` of a kernel whose CPU programs run faster without
+#: XLA's YNNPACK fusions (module docstring): the empty list of fusion kinds (jaxlib 0.10).
+WITHOUT_YNN_FUSIONS = (("xla_cpu_experimental_ynn_fusion_type", ""),)
 #: Options this process's jaxlib refused ("No such compile option"): not passed again.
 _UNKNOWN_OPTIONS: set[str] = set()
 
 
-def compile_lowered(lowered):
+def compile_lowered(lowered, extra: tuple = ()):
     """Compile a lowered program with :func:`compiler_options`; an option the installed XLA
     does not know is dropped (and not passed again) instead of failing the fit.
 
     Parameters
     ----------
     lowered : jax.stages.Lowered
+    extra : tuple
+        a kernel's own options, as in :func:`compiler_options`.
 
     Returns
     -------
     jax.stages.Compiled
     """
     while True:
-        options = compiler_options()
+        options = compiler_options(extra)
         try:
             return lowered.compile(compiler_options=options)
         except Exception as err:  # jaxlib's runtime error type moves between releases
@@ -240,21 +261,22 @@ def clear_compile_cache() -> None:
 
 
 def _compiled(
-    name: str, fn: Callable, static_key: tuple, args: tuple, timings: dict, out_shardings=None
-):
+    name: str, fn: Callable, static_key: tuple, args: tuple, timings: dict, out_shardings=None,
+    options: tuple = (),
+):  # fmt: skip
     """Return an ahead-of-time compiled ``fn`` for ``args``, from the cache when possible.
 
     The key holds the arguments' shapes, dtypes and shardings (a program compiled for one
     layout over devices refuses arrays laid out another way); ``out_shardings`` pins where
     the results live, so a chunk's output state is laid out as its input was and the next
-    chunk reuses the program."""
+    chunk reuses the program; ``options``: the kernel's own XLA options."""
     global _COMPILE_COUNT
-    key = (name, static_key, _aval_key(args))
+    key = (name, static_key, _aval_key(args), options)
     program = _COMPILED.get(key)
     if program is None:
         start = time.perf_counter()
         jitted = jax.jit(fn) if out_shardings is None else jax.jit(fn, out_shardings=out_shardings)
-        program = compile_lowered(jitted.lower(*args))
+        program = compile_lowered(jitted.lower(*args), options)
         timings["compile_s"] = timings.get("compile_s", 0.0) + time.perf_counter() - start
         _COMPILE_COUNT += 1
         _COMPILED[key] = program

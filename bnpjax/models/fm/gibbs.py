@@ -42,6 +42,7 @@ import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
 from bnpjax.infer.checks import check_integer, renamed_arguments
+from bnpjax.infer.programs import WITHOUT_YNN_FUSIONS
 from bnpjax.models.fm.conditionals import (
     FACTOR_SCALE_STEPS,
     SCALE_STEPS,
@@ -602,6 +603,8 @@ def gibbs(
             observed_data={} if y is None else {"y": _observed_targets(data, y, likelihood)},
             settings={"rank": rank, "num_levels": num_levels, **static},
         ),
+        # faster without on the CPU (bnpjax.infer.programs; docs/benchmarks.md)
+        compiler_options=WITHOUT_YNN_FUSIONS,
     )
 
 

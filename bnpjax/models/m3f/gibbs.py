@@ -25,6 +25,7 @@ import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
 from bnpjax.infer.checks import check_integer
+from bnpjax.infer.programs import WITHOUT_YNN_FUSIONS
 from bnpjax.models.m3f import linalg, scale
 from bnpjax.models.m3f.conditionals import (
     _dims,
@@ -305,6 +306,8 @@ def _gibbs(
                 "fixed_items": fixed_items,
             },
         ),
+        # faster without on the CPU (bnpjax.infer.programs; docs/benchmarks.md)
+        compiler_options=WITHOUT_YNN_FUSIONS,
     )
 
 
