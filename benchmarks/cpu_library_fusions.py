@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-CASES = ("linreg", "ibp_collapsed", "ibp_parallel", "ilfm", "m3f", "fm", "fm100k")
+CASES = ("linreg", "ibp_collapsed", "ibp_parallel", "ilfm", "m3f", "ipm3f", "fm", "fm100k")
 
 
 def _fit(case):
@@ -64,7 +64,7 @@ def _fit(case):
             temperatures=cli.DEMO_TEMPERATURES,
         )  # fmt: skip
         lengths = dict(num_samples=200, num_warmup=100)
-    elif case == "m3f":
+    elif case in ("m3f", "ipm3f"):
         from bnpjax.datasets import ordinal_ratings
         from bnpjax.models import m3f
 
@@ -72,7 +72,10 @@ def _fit(case):
         u, i, v, test = sim["users"], sim["items"], sim["levels"], sim["test"]
         data = m3f.make_data(u[~test], i[~test], v[~test], 150, 120, 5, margin=1.0)
         hyper = m3f.make_hyper(5, C=0.3, margin=1.0)
-        algorithm = m3f.gibbs(data, rank=6, hyper=hyper, keep_factors=False)
+        if case == "m3f":
+            algorithm = m3f.gibbs(data, rank=6, hyper=hyper, keep_factors=False)
+        else:
+            algorithm = m3f.ipm3f_gibbs(data, hyper=hyper, keep_factors=False)
         lengths = dict(num_samples=500, num_warmup=200)
     elif case == "fm":
         from bnpjax.cli.fm import _ratings_design
