@@ -119,7 +119,7 @@ def _worker(case, fusions, repeats):
     compiled = programs._compiled
 
     def with_options(*args, options=(), **kwargs):
-        if len(args) > 6:  # the driver passes the kernel's options positionally at init
+        if len(args) > 6:  # the driver passes the kernel's options as the 7th argument
             args = args[:6]
         return compiled(*args, options=forced, **kwargs)
 

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from bnpjax.datasets import planted_relations
+from bnpjax.infer import programs
 from bnpjax.models import ilfm
 
 DEMO = dict(kappa=5, num_leapfrog=25, merge_split=4, birth="laplace")
@@ -40,7 +41,7 @@ def time_case(data, hyper, settings, replicas, sweeps, repeats):
         )
     )(keys)
 
-    @jax.jit
+    @programs.jit  # the driver's XLA options
     def many(states, key):
         def body(t, s):
             ks = jax.random.split(jax.random.fold_in(key, t), replicas)

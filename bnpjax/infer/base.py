@@ -122,7 +122,8 @@ class SamplingAlgorithm(NamedTuple):
     ``compiler_options``
         ``(name, value)`` pairs of XLA options for this kernel's programs on the CPU, over
         the driver's (:func:`bnpjax.infer.programs.compiler_options`), e.g.
-        :data:`bnpjax.infer.programs.WITHOUT_YNN_FUSIONS`.
+        :data:`bnpjax.infer.programs.WITHOUT_YNN_FUSIONS`; an option that ``XLA_FLAGS`` sets
+        wins, and ``BNPJAX_XLA_CPU_OPT_LEVEL=default`` drops them all (XLA's own choices).
     """
 
     init: Callable[[PRNGKey], State]

@@ -271,6 +271,7 @@ def _compiled(
     the results live, so a chunk's output state is laid out as its input was and the next
     chunk reuses the program; ``options``: the kernel's own XLA options."""
     global _COMPILE_COUNT
+    options = tuple(tuple(pair) for pair in options)  # hashable, for the key
     key = (name, static_key, _aval_key(args), options)
     program = _COMPILED.get(key)
     if program is None:

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from bnpjax.models.ilfm.joint import _bernoulli
-from bnpjax.ops import apply_if, sample_truncated_poisson
+from bnpjax.ops import apply_if, sample_truncated_poisson, softplus
 from bnpjax.priors import ibp
 
 
@@ -226,7 +226,7 @@ def entity_update(
         proposed = _entity_terms(f_new, logits_new, W, links, likelihood)
         log_prior = delta * (log_p_on[k] - log_p_off[k])
         log_odds = proposed - current + log_prior
-        take = jnp.log(uniforms[k]) < -jax.nn.softplus(-log_odds)
+        take = jnp.log(uniforms[k]) < -softplus(-log_odds)
         return (
             jnp.where(take, f_new, f),
             jnp.where(take, logits_new, logits),
@@ -247,7 +247,9 @@ def entity_update(
     owned = owned[0]
     possible = (k_unique <= kappa) & (short == 0)
 
-    def birth_death(f, W):
+    def birth_death(f, W, held, owned, unique, k_unique, k_new, P, Q, row_offset, col_offset,
+                    F_minus, i, data, links, current, possible, keys):  # fmt: skip
+        key_w, key_u = keys
         f_prop = jnp.where(held, f, owned.astype(f.dtype))
         fresh = owned[:, None] | owned[None, :]
         active_prop = held | owned
@@ -273,11 +275,16 @@ def entity_update(
         take = possible & (jnp.log(jax.random.uniform(key_u, (), W.dtype)) < log_ratio)
         return jnp.where(take, f_prop, f), jnp.where(take, W_prop, W), take
 
-    # with no unique feature and none proposed the move proposes the current state (f, and W,
-    # which is 0 off the active pairs): accepted, nothing changes, so it is not computed
-    # (under vmap over chains and temperatures: unless some member proposes something)
+    # with no unique feature and none proposed the move proposes f itself, and a W_prop that
+    # differs from W only off the pairs of held features, which the cleanup below zeroes
+    # either way: accepted, nothing changes, so it is not computed (under vmap over chains
+    # and temperatures: unless some member proposes something). Everything the move reads is
+    # passed in, so that XLA cannot hoist a part of it (the weights' draws) out of the skip.
     trivial = (k_new == 0) & (k_unique == 0)
-    f, W, take = apply_if(~trivial, birth_death, (f, W, possible), f, W)
+    f, W, take = apply_if(
+        ~trivial, birth_death, (f, W, possible), f, W, held, owned, unique, k_unique, k_new,
+        P, Q, row_offset, col_offset, F_minus, i, data, links, current, possible, (key_w, key_u),
+    )  # fmt: skip
     changed = (k_unique + k_new) > 0
     # slots nobody holds any more carry no weights
     active = held | (f > 0)
