@@ -55,6 +55,16 @@ def _links_of(i, data, diag_offset):
     return _Links(y, mask, data.Y[:, i, i], data.mask[:, i, i], diag_offset)
 
 
+def _link_weights(W, F_minus):
+    """``(2R, C, N)``: how feature ``k`` of entity ``i`` moves the logits of i's row links
+    (``W_r F_{-i}^T``, first ``R``) and column links (``(F_{-i} W_r)^T``, last ``R``), so
+    that the logits are ``f . PQ`` plus the offsets and a flip of ``f_k`` shifts them by one
+    slice."""
+    P = jnp.einsum("rkl,jl->rkj", W, F_minus)
+    Q = jnp.einsum("jk,rkl->rlj", F_minus, W)
+    return jnp.concatenate([P, Q])
+
+
 def _entity_terms(f, logits, W, links: _Links, likelihood):
     """Log-likelihood of the links of entity ``i`` given its features ``f`` and the logits
     (2R, N) of its row and column links without the diagonal."""
@@ -110,8 +120,8 @@ def _log_q_minus_prior(a, mean, chol, prior_precision, held):
 
 
 def laplace_weights(
-    key, W, W_prop, F_minus, held, unique, owned, k_unique, k_new, base_row, base_col, i, data,
-    sigma_w, likelihood, correct=True,
+    key, W, W_prop, F_minus, held, unique, owned, k_unique, k_new, base, links, sigma_w,
+    likelihood, correct=True,
 ):  # fmt: skip
     r"""Data-informed weights for the new features of entity ``i`` and the proposal's part of
     the MH ratio.
@@ -134,19 +144,15 @@ def laplace_weights(
     would make the same fit. The row and column fits are one batched fit, and it is skipped
     when ``i`` has no unique feature and proposes none (most entities in most sweeps; under
     ``vmap`` over chains and temperatures, unless some chain needs it:
-    :func:`bnpjax.ops.apply_if`).
+    :func:`bnpjax.ops.apply_if`). ``base``: the logits (2R, N) of i's links (``links``) from
+    the features others hold.
 
     Returns
     -------
     (W_prop, log_q_ratio)
     """
-    N = F_minus.shape[0]
     R = W.shape[0]
-    off = jnp.arange(N) != i
     dtype = W.dtype
-    y = jnp.concatenate([data.Y[:, i, :], data.Y[:, :, i]])  # (2R, N): rows, then columns
-    mask = jnp.concatenate([data.mask[:, i, :] * off, data.mask[:, :, i] * off])
-    base = jnp.concatenate([base_row, base_col])
     u = unique.astype(dtype)
     sums_old = (
         jnp.concatenate([jnp.einsum("u,rul->rl", u, W), jnp.einsum("u,rlu->rl", u, W)]) * held
@@ -160,7 +166,7 @@ def laplace_weights(
     identity = jnp.broadcast_to(jnp.eye(C, dtype=dtype), (2 * R, C, C))
     skipped = (jnp.zeros((2 * R, C), dtype), identity)
     needed = (k_new > 0) | (k_unique > 0)
-    mean, chol = apply_if(needed, fitted, skipped, y, mask, base, F_minus)
+    mean, chol = apply_if(needed, fitted, skipped, links.y, links.mask, base, F_minus)
     z = jax.random.normal(key, mean.shape, dtype) * held
     # a = mean + L^-T z has precision L L^T; features nobody else holds stay at 0
     step = jax.scipy.linalg.solve_triangular(chol, z[..., None], lower=True, trans=1)
@@ -206,12 +212,10 @@ def entity_update(
     f = F[i]
     F_minus = F.at[i].set(0.0)
     m_minus = m - f
-    P = jnp.einsum("rkl,jl->rkj", W, F_minus)  # (R, C, N): row logits are f P + s
-    Q = jnp.einsum("jk,rkl->rjl", F_minus, W)  # (R, N, C): column logits are Q f + s
-    # rows then columns, so that a flip shifts one (2R, N) array by one slice of PQ
-    PQ = jnp.concatenate([P, jnp.swapaxes(Q, 1, 2)])  # (2R, C, N)
+    PQ = _link_weights(W, F_minus)
+    offsets = jnp.concatenate([row_offset, col_offset])
     links = _links_of(i, data, bias)
-    logits = jnp.einsum("k,rkj->rj", f, PQ) + jnp.concatenate([row_offset, col_offset])
+    logits = jnp.einsum("k,rkj->rj", f, PQ) + offsets
     held = m_minus > 0.5
     order = jnp.argsort(~held)  # held slots first, in slot order
     log_p_on = jnp.log(m_minus / N)
@@ -247,8 +251,8 @@ def entity_update(
     owned = owned[0]
     possible = (k_unique <= kappa) & (short == 0)
 
-    def birth_death(f, W, held, owned, unique, k_unique, k_new, P, Q, row_offset, col_offset,
-                    F_minus, i, data, links, current, possible, keys):  # fmt: skip
+    def birth_death(f, W, held, owned, unique, k_unique, k_new, PQ, offsets, F_minus, links,
+                    current, possible, keys):  # fmt: skip
         key_w, key_u = keys
         f_prop = jnp.where(held, f, owned.astype(f.dtype))
         fresh = owned[:, None] | owned[None, :]
@@ -257,19 +261,13 @@ def entity_update(
         W_prop = jnp.where(fresh[None], sigma_w * jax.random.normal(key_w, W.shape, W.dtype), W)
         log_q_ratio = jnp.zeros((), W.dtype)
         if birth_weights is not None:
-            f_held = f * held
-            base_row = jnp.einsum("k,rkj->rj", f_held, P) + row_offset
-            base_col = jnp.einsum("rjl,l->rj", Q, f_held) + col_offset
+            base = jnp.einsum("k,rkj->rj", f * held, PQ) + offsets
             W_prop, log_q_ratio = birth_weights(
                 jax.random.fold_in(key_w, 1), W, W_prop, F_minus, held, unique, owned,
-                k_unique, k_new, base_row, base_col, i, data, sigma_w, likelihood,
+                k_unique, k_new, base, links, sigma_w, likelihood,
             )  # fmt: skip
         W_prop = jnp.where(pair_prop[None], W_prop, 0.0)
-        P_prop = jnp.einsum("rkl,jl->rkj", W_prop, F_minus)
-        Q_prop = jnp.einsum("jk,rkl->rjl", F_minus, W_prop)
-        row_prop = jnp.einsum("k,rkj->rj", f_prop, P_prop) + row_offset
-        col_prop = jnp.einsum("rjl,l->rj", Q_prop, f_prop) + col_offset
-        logits_prop = jnp.concatenate([row_prop, col_prop])
+        logits_prop = jnp.einsum("k,rkj->rj", f_prop, _link_weights(W_prop, F_minus)) + offsets
         proposed = _entity_terms(f_prop, logits_prop, W_prop, links, likelihood)
         log_ratio = proposed - current + log_q_ratio
         take = possible & (jnp.log(jax.random.uniform(key_u, (), W.dtype)) < log_ratio)
@@ -283,7 +281,7 @@ def entity_update(
     trivial = (k_new == 0) & (k_unique == 0)
     f, W, take = apply_if(
         ~trivial, birth_death, (f, W, possible), f, W, held, owned, unique, k_unique, k_new,
-        P, Q, row_offset, col_offset, F_minus, i, data, links, current, possible, (key_w, key_u),
+        PQ, offsets, F_minus, links, current, possible, (key_w, key_u),
     )  # fmt: skip
     changed = (k_unique + k_new) > 0
     # slots nobody holds any more carry no weights
