@@ -146,14 +146,14 @@ def existing_column_pass(
     the ``(N,)`` per-row log-likelihood. Two model evaluations per non-empty column."""
     num_cols = Z.shape[1]
 
-    def column(k, Z):
-        def update(Z):
-            both = jnp.stack([Z.at[:, k].set(0.0), Z.at[:, k].set(1.0)])
-            ll = jax.vmap(row_log_lik)(both)
-            new = _flip_column(jax.random.fold_in(key, k), Z[:, k], ll[1] - ll[0], log_odds)
-            return Z.at[:, k].set(new)
+    def update(Z, k):  # k passed in: its uniforms are then not drawn for skipped columns
+        both = jnp.stack([Z.at[:, k].set(0.0), Z.at[:, k].set(1.0)])
+        ll = jax.vmap(row_log_lik)(both)
+        new = _flip_column(jax.random.fold_in(key, k), Z[:, k], ll[1] - ll[0], log_odds)
+        return Z.at[:, k].set(new)
 
-        return apply_if(jnp.any(Z[:, k] > 0), update, Z, Z)
+    def column(k, Z):
+        return apply_if(jnp.any(Z[:, k] > 0), update, Z, Z, k)
 
     return lax.fori_loop(0, num_cols, column, Z)
 

@@ -90,9 +90,7 @@ def compiler_options(extra: tuple = ()) -> dict | None:
     options = {}
     if _XLA_OPT_FLAG not in flags:  # the user's flag wins
         options[_XLA_OPT_FLAG] = CPU_OPT_LEVEL if chosen is None else chosen
-    if _FUSION_EMITTERS_OPTION not in flags and _FUSION_EMITTERS_OPTION not in _UNKNOWN_OPTIONS:
-        options[_FUSION_EMITTERS_OPTION] = False
-    for name, value in extra:
+    for name, value in ((_FUSION_EMITTERS_OPTION, False), *extra):
         if name not in flags and name not in _UNKNOWN_OPTIONS:
             options[name] = value
     return options or None
