@@ -93,11 +93,46 @@ def summary(idata, var_names: Sequence[str] | None = None):
     return table
 
 
+def _encodings(dataset) -> dict:
+    """netCDF encodings of ``dataset``'s variables: zlib on integer and boolean ones only.
+
+    Feature indicators, counts and predicted levels shrink many times under zlib, float32
+    draws by about a sixth, at about 30 MB/s on one core: ArviZ's default (zlib on every
+    variable) spent 3.1 of the M3F demo's 15.6 s writing its 93 MB (0.3 s without zlib on
+    its floats)."""
+    return {
+        name: {"zlib": True} if var.dtype.kind in "biu" else {"zlib": False}
+        for name, var in dataset.variables.items()
+    }
+
+
+def _with_encodings(dataset):
+    dataset = dataset.copy(deep=False)  # new variables over the same arrays: the caller's
+    for name, encoding in _encodings(dataset).items():  # encodings stay as they were
+        dataset[name].encoding = encoding
+    return dataset
+
+
 def write_idata(idata, path: str | Path) -> Path:
-    """Write an InferenceData (or an xarray Dataset) to netCDF, creating the folder."""
+    """Write an InferenceData, a DataTree or an xarray Dataset to netCDF, creating the
+    folder; integer and boolean variables compressed, floating-point ones not
+    (:func:`_encodings`). Read it back with ``arviz.from_netcdf`` (or ``xarray.open_datatree``,
+    ``xarray.open_dataset``)."""
+    from importlib.util import find_spec
+
+    from bnpjax.infer.arviz_adapter import _is_datatree, _is_inference_data
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    idata.to_netcdf(str(path))
+    if find_spec("h5netcdf") is None and find_spec("netCDF4") is None:
+        idata.to_netcdf(str(path))  # scipy's netCDF3 writer: no compression to choose
+    elif _is_inference_data(idata):
+        idata.map(_with_encodings, inplace=False).to_netcdf(str(path), compress=False)
+    elif _is_datatree(idata):
+        encoding = {node.path: _encodings(node.dataset) for node in idata.subtree}
+        idata.to_netcdf(str(path), encoding={k: v for k, v in encoding.items() if v})
+    else:
+        idata.to_netcdf(str(path), encoding=_encodings(idata))
     return path
 
 
