@@ -7,6 +7,7 @@ ratings and WMMSB's pairs (each compiles its own programs twice, one device and 
 about four core-minutes with an empty compilation cache)."""
 
 import json
+import re
 import sys
 
 import jax
@@ -14,7 +15,7 @@ import numpy as np
 
 import bnpjax
 from bnpjax.datasets import bars, planted_network
-from bnpjax.infer import make_mesh
+from bnpjax.infer import make_mesh, programs
 from bnpjax.infer.driver import run
 from bnpjax.models import fm, ibp_lg, linear_regression, m3f, wmmsb
 
@@ -37,6 +38,21 @@ def compare(one, many) -> dict:
     return {"max_rel_diff": worst}
 
 
+def collectives_in_loops() -> int:
+    """Cross-device collectives outside the entry computation of the compiled programs that
+    run chains apart (one per device): each would make the devices meet at every iteration
+    of a loop, as the capacity flags once did at every draw."""
+    count = 0
+    for key, program in programs._COMPILED.items():
+        if key[0] in ("init", "chunk") and key[1][-1] is True:
+            for computation in re.split(r"\n\n+", program.as_text()):
+                if not computation.startswith("ENTRY"):
+                    count += len(
+                        re.findall(r" all-(?:reduce|gather|to-all)(?:-start)?\(", computation)
+                    )
+    return count
+
+
 def layout(result) -> str:
     return str(jax.tree_util.tree_leaves(result.final_state)[0].sharding.spec)
 
@@ -56,6 +72,7 @@ def main():
         "layout": layout(many),
         "resizes": many.settings["num_resizes"],
         "num_devices": many.settings["num_devices"],
+        "collectives_in_loops": collectives_in_loops(),
     }
     before = bnpjax.infer.compile_count()
     run(kernel, jax.random.key(1), 8, num_chains=4, **kw)

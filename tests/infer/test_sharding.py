@@ -49,6 +49,8 @@ def test_chains_spread_over_devices_give_the_one_device_draws(four_devices):
     assert chains["layout"].startswith("P('chain'")
     assert chains["resizes"] >= 1  # the buffer grew while sharded
     assert chains["recompiles"] == 0  # a second fit of the same shapes reuses the programs
+    # each device runs its own chains' start and chunks, meeting the others once per chunk
+    assert chains["collectives_in_loops"] == 0
 
 
 def test_chains_that_do_not_divide_the_devices_use_a_divisor(four_devices):
