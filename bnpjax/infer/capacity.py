@@ -14,7 +14,19 @@ from typing import Any
 
 from bnpjax.infer.base import CapacityGrowth, SamplingAlgorithm, State, pad_axis
 
-__all__ = ["growable", "pad_fields"]
+__all__ = ["capacity_flags", "growable", "pad_fields"]
+
+
+def capacity_flags(info) -> tuple:
+    """Whether a step's ``info`` says the buffer was too small (any chain), and the largest
+    capacity it asked for (0 when it has no such fields): what the driver grows from."""
+    import jax.numpy as jnp
+
+    exceeded = getattr(info, "capacity_exceeded", None)
+    needed = getattr(info, "capacity_needed", None)
+    exceeded = jnp.zeros((), bool) if exceeded is None else jnp.any(exceeded)
+    needed = jnp.zeros((), jnp.int32) if needed is None else jnp.max(needed).astype(jnp.int32)
+    return exceeded, needed
 
 
 def growable(

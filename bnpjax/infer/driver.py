@@ -8,11 +8,11 @@ draws, ``thin`` steps per kept draw):
   uses ``fold_in(run_key, t)``. Draws therefore depend on nothing but the key and the step
   index: the same key gives bit-identical chains whatever the chunk size, the progress setting
   or a capacity re-run, and ``thin=2`` keeps exactly every second draw of ``thin=1``.
-* Chunks. The steps are run as a compiled ``lax.scan`` over a chunk of draws, with the chains
-  ``vmap``-ed inside the scan body. Between chunks control returns to Python: the progress bar
-  advances, the kept draws move to host memory, and the full sampler state is at hand (the
-  place for checkpoints). The last, shorter chunk reuses the same compiled program (its extra
-  iterations are skipped by a ``lax.cond`` on an unbatched predicate, which stays a real branch).
+* Chunks. The steps run as a compiled ``lax.scan`` over a chunk of draws (chains ``vmap``-ed
+  inside). Between chunks control returns to Python: progress, kept draws to host memory, the
+  full state at hand (checkpoints). The last, shorter chunk and warmup (without a warmup step
+  of the kernel's own) reuse the sampling program (extra iterations are skipped by a
+  ``lax.cond`` on an unbatched predicate, which stays a real branch).
 * NaN guard. Each chunk also returns whether every state array is finite (one reduction per
   chunk); a chain that turned non-finite stops the run with a
   :class:`~bnpjax.infer.guard.NonFiniteStateError` naming the step and the variables
@@ -43,6 +43,7 @@ from jax import lax
 
 from bnpjax.infer.arviz_adapter import to_inference_data
 from bnpjax.infer.base import SamplingAlgorithm, Trace, default_trace
+from bnpjax.infer.capacity import capacity_flags
 from bnpjax.infer.checkpoint import (
     Checkpoint,
     CheckpointWriter,
@@ -103,14 +104,6 @@ class SamplingResult(NamedTuple):
 # the compiled chunk
 
 
-def _capacity_flags(info):
-    exceeded = getattr(info, "capacity_exceeded", None)
-    needed = getattr(info, "capacity_needed", None)
-    exceeded = jnp.zeros((), bool) if exceeded is None else jnp.any(exceeded)
-    needed = jnp.zeros((), jnp.int32) if needed is None else jnp.max(needed).astype(jnp.int32)
-    return exceeded, needed
-
-
 def _over_chains(fn, in_axes=0):
     """``jax.vmap(fn, in_axes)``, except that a single chain is run unbatched (its leading axis
     squeezed and restored): a batched dynamic index is a gather and a batched loop bound a
@@ -140,13 +133,11 @@ def _over_chains(fn, in_axes=0):
 def _make_chunk(
     static, chunk_len: int, thin: int, warmup: bool, record: bool, chain_axis: str | None = None
 ):
-    """The chunk program; with ``chain_axis``, one per device over its chains
-    (:func:`bnpjax.infer.sharding.chains_apart`), flags combined once, at the chunk's end.
-
-    A chunk in which a chain ran out of capacity is rerun whole after growth, so each device
-    stops at its own first overflow; the chunk reports the largest capacity needed up to the
-    first draw at which any chain overflowed: the growth of devices stopping together, without
-    their meeting at every draw (a third of the row-parallel IBP warmup's time on 2 CPUs)."""
+    """The chunk program, the kernel's step traced once (a draw loops over it, carrying its
+    info); with ``chain_axis`` one per device (:func:`~bnpjax.infer.sharding.chains_apart`).
+    An overflowing chunk is rerun whole after growth, so each device stops at its own first
+    overflow and they meet once, at the end: the capacity needed up to the first draw at which
+    any chain overflowed (meeting every draw cost the row-parallel IBP warmup a third)."""
 
     def chunk(dynamic, states, run_keys, first_step, num_valid):
         fns = _merge(dynamic, static)
@@ -158,19 +149,26 @@ def _make_chunk(
 
         def one_draw(carry_states, draw):
             t0 = first_step + draw * thin
+            if thin == 1:
+                s, info = one_step(carry_states, t0)
+                return (
+                    s,
+                    _over_chains(fns.trace)(s, info) if record else None,
+                    *capacity_flags(info),
+                )
 
             def thinned(j, carry):
-                s, exceeded, needed = carry
+                s, _, exceeded, needed = carry
                 s, info = one_step(s, t0 + j)
-                e, n = _capacity_flags(info)
-                return s, exceeded | e, jnp.maximum(needed, n)
+                e, n = capacity_flags(info)
+                return s, info, exceeded | e, jnp.maximum(needed, n)
 
-            init = (carry_states, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
-            s, exceeded, needed = lax.fori_loop(0, thin - 1, thinned, init) if thin > 1 else init
-            s, info = one_step(s, t0 + thin - 1)
-            e, n = _capacity_flags(info)
+            info = jax.eval_shape(one_step, carry_states, t0)[1]
+            info = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), info)
+            init = (carry_states, info, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+            s, info, exceeded, needed = lax.fori_loop(0, thin, thinned, init)
             kept = _over_chains(fns.trace)(s, info) if record else None
-            return s, kept, exceeded | e, jnp.maximum(needed, n)
+            return s, kept, exceeded, needed
 
         out_shapes = jax.eval_shape(one_draw, states, jnp.zeros((), jnp.int32))
 
@@ -469,26 +467,27 @@ def run(
 
         progress = tqdm(total=total_steps, unit="step", desc=algorithm.spec.name, leave=True)
     try:
-        # Without a separate warmup step (or with thinning) warmup reuses the sampling program,
-        # recording draws it then drops: one compilation instead of two.
+        # Without a separate warmup step, warmup runs the sampling program (``thin`` steps a
+        # draw; a rest of fewer steps one at a time), recording draws it drops.
         chunk_draws = max(1, min(chunk_size // thin, num_samples))
-        if num_warmup and algorithm.warmup_step is None and thin == 1:
-            warmup_draws, warmup_flag = chunk_draws, False
-        else:
-            warmup_draws, warmup_flag = min(chunk_size, num_warmup), True
-        if num_warmup:
-            if progress is not None:
-                progress.set_description(f"{algorithm.spec.name} warmup")
+        reuse = algorithm.warmup_step is None
+        phases = (
+            [(num_warmup // thin, thin), (num_warmup % thin, 1)] if reuse else [(num_warmup, 1)]
+        )
+        if num_warmup and progress is not None:
+            progress.set_description(f"{algorithm.spec.name} warmup")
+        warmup_step = start_step
+        for num_draws, warmup_thin in (phase for phase in phases if phase[0]):
             algorithm, states, _ = _run_phase(
                 algorithm,
                 states,
                 run_keys,
-                start_step,
-                num_warmup,
-                thin=1,
-                chunk_draws=warmup_draws,
+                warmup_step,
+                num_draws,
+                thin=warmup_thin,
+                chunk_draws=chunk_draws if reuse else min(chunk_size, num_warmup),
                 warmup=True,
-                compile_as_sampling=not warmup_flag,
+                compile_as_sampling=reuse,
                 progress=progress,
                 timings=timings,
                 counters=counters,
@@ -496,6 +495,7 @@ def run(
                 guard=guard,
                 placement=placement,
             )
+            warmup_step += num_draws * warmup_thin
         if progress is not None:
             progress.set_description(f"{algorithm.spec.name} sample")
         algorithm, states, chunks = _run_phase(

@@ -365,9 +365,9 @@ def runs_apart(placement: Placement | None) -> bool:
 
 
 def chains_apart(chunk, placement: Placement | None, record: bool):
-    """The driver's chunk program ``chunk(dynamic, states, keys, first_step, num_valid)`` as one
-    program per device over its own chains (``jax.shard_map``) when the
-    mesh splits chains only; else ``chunk`` (one SPMD program, GSPMD).
+    """The driver's chunk program ``chunk(dynamic, states, keys, first_step, num_valid)`` as
+    one program per device over its own chains (``jax.shard_map``) when the mesh splits
+    chains only; else ``chunk`` (one SPMD program, GSPMD).
 
     Chains are independent, but in one SPMD program over the devices a data-dependent loop of
     the kernel (a ``while_loop``, a ``fori_loop`` with a traced count) runs until every

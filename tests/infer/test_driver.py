@@ -69,6 +69,16 @@ def test_draws_do_not_depend_on_chunking_progress_or_thinning(regression):
     assert not np.array_equal(base.trace["posterior"]["tau"][0], base.trace["posterior"]["tau"][1])
 
 
+def test_thinned_warmup_runs_the_sampling_program():
+    # rows no other test uses, so nothing is cached: the init program and one chunk program
+    # for warmup (two draws of 3 steps) and sampling alike, the kernel's step traced once
+    rng = np.random.default_rng(5)
+    alg = lr.gibbs(lr.make_data(rng.normal(size=(37, 3)), rng.normal(size=37)))
+    before = compile_count()
+    run(alg, jax.random.key(5), 4, num_warmup=6, thin=3, progress_bar=False)
+    assert compile_count() - before == 2
+
+
 def test_continuing_a_run_equals_one_long_run(regression):
     data, prior = regression
     alg = lr.gibbs(data, hyper=prior)
