@@ -79,16 +79,18 @@ def _instrument():
     per_program: dict[str, dict[str, float]] = {}
     original = driver._compiled
 
-    def timed(name, fn, static_key, args, timings, out_shardings=None):
-        label = name if name != "chunk" else ("warmup" if static_key[-1] else "sample")
-        key = (name, static_key, programs._aval_key(args))
+    def timed(name, fn, static_key, args, timings, out_shardings=None, options=()):
+        # a chunk's static key: (kernel, draws per chunk, thin, warmup program, apart)
+        label = name if name != "chunk" else ("warmup" if static_key[3] else "sample")
+        options = tuple(tuple(pair) for pair in options)
+        key = (name, static_key, programs._aval_key(args), options)
         if key in programs._COMPILED:
-            return original(name, fn, static_key, args, timings, out_shardings)
+            return original(name, fn, static_key, args, timings, out_shardings, options)
         t0 = time.perf_counter()
         jitted = jax.jit(fn) if out_shardings is None else jax.jit(fn, out_shardings=out_shardings)
         lowered = jitted.lower(*args)
         t1 = time.perf_counter()
-        program = programs.compile_lowered(lowered)  # the driver's compile options
+        program = programs.compile_lowered(lowered, options)  # the driver's and the kernel's
         t2 = time.perf_counter()
         programs._COMPILED[key] = program
         programs._COMPILE_COUNT += 1

@@ -7,6 +7,10 @@ ratio and whether the draws are the same.
 
     python benchmarks/cpu_devices.py                    # ilfm_pt and fm, 1 and 2 devices
     python benchmarks/cpu_devices.py --cases ilfm_pt --devices 1 4
+    python benchmarks/cpu_devices.py --cases ibp_parallel --warmup 300 --draws 300
+
+``ibp_parallel`` is the IBP demo's row-parallel sampler on 'bars' as the demo runs it: 2
+chains, 20 sweeps per draw and per warmup step asked for (``--warmup 300`` is 6000 sweeps).
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ import time
 
 import numpy as np
 
-CASES = ("ilfm_pt", "fm")
-FIELDS = {"ilfm_pt": "num_features", "fm": "b"}
+CASES = ("ilfm_pt", "fm", "ibp_parallel")
+FIELDS = {"ilfm_pt": "num_features", "fm": "b", "ibp_parallel": "num_features"}
+#: chains and sweeps per draw (warmup steps asked for are multiplied by it, as the demo does)
+RUNS = {"ilfm_pt": (4, 1), "fm": (4, 1), "ibp_parallel": (2, 20)}
 
 
 def worker(case: str, devices: int, warmup: int, draws: int) -> dict:
@@ -41,6 +47,12 @@ def worker(case: str, devices: int, warmup: int, draws: int) -> dict:
         kernel = ilfm.gibbs(data, capacity=8, init_strategy="cluster", num_init_features=2,
                             num_leapfrog=25, merge_split=4,
                             temperatures=(1.0, 0.8, 0.64, 0.512))  # fmt: skip
+    elif case == "ibp_parallel":
+        from bnpjax.datasets import bars
+        from bnpjax.models import ibp_lg
+
+        sim = bars(0)
+        kernel = ibp_lg.parallel_gibbs(ibp_lg.make_data(sim["X"], sim["mask"]))
     else:  # the FM demo's generated ratings
         from bnpjax.cli.fm import _ratings_design
         from bnpjax.datasets import factorization_ratings
@@ -50,13 +62,15 @@ def worker(case: str, devices: int, warmup: int, draws: int) -> dict:
         X = _ratings_design(sim["users"], sim["items"], 200, 150)
         kernel = fm.gibbs(fm.make_data(X, sim["y"]), rank=3)
     timings, last = [], None
+    num_chains, thin = RUNS[case]
     for _ in range(2):
         t0 = time.perf_counter()
-        result = bnpjax.infer.run(kernel, jax.random.key(0), draws, num_warmup=warmup,
-                                  num_chains=4, progress_bar=False)  # fmt: skip
+        result = bnpjax.infer.run(kernel, jax.random.key(0), draws, num_warmup=warmup * thin,
+                                  thin=thin, num_chains=num_chains, progress_bar=False)  # fmt: skip
         wall = time.perf_counter() - t0
         sampling = result.timings.get("warmup_s", 0.0) + result.timings.get("sampling_s", 0.0)
         timings.append({"wall_s": wall, "sampling_s": sampling,
+                        "init_s": result.timings.get("init_s", 0.0),
                         "compile_s": result.timings.get("compile_s", 0.0)})  # fmt: skip
         last = np.asarray(result.trace["posterior"][FIELDS[case]])
     return {"case": case, "devices": result.settings["num_devices"], "runs": timings,
@@ -99,7 +113,8 @@ def main() -> None:
             print(
                 f"{case}: {row['cpu_devices']} CPU devices ({row['devices']} used): first fit "
                 f"{first['wall_s']:.1f} s (compile {first['compile_s']:.1f} s), warm fit "
-                f"{warm['wall_s']:.1f} s, sampling {warm['sampling_s']:.1f} s; ratio to "
+                f"{warm['wall_s']:.1f} s, init {warm['init_s']:.2f} s, sampling "
+                f"{warm['sampling_s']:.1f} s; ratio to "
                 f"{base['cpu_devices']} device(s) {ratio:.2f}; "
                 f"largest difference of the draws of {FIELDS[case]} from the first: {gap:.1e}"
             )
