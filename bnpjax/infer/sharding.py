@@ -29,9 +29,10 @@ What can differ from a one-device run, and why:
   equal until such a difference flips a near-tie, and continuous draws agree to rounding;
   over short chains the draws are equal (tested). Each device runs its chains as a program
   of its own (:func:`chains_apart`), so a data-dependent loop of the kernel (a rejection
-  sampler, a ``while_loop``) runs until that device's chains are done;
-  the devices meet once per draw (the capacity flags: every chain stops at the same draw) and
-  once per chunk (the finiteness flags), one scalar all-reduce each.
+  sampler, a ``while_loop``) runs until that device's chains are done (the start, too:
+  :func:`init_apart`); the devices meet once per chunk, for its capacity and finiteness
+  flags (a chunk in which a chain ran out of room is rerun whole, so each device stops at
+  its own first overflow).
 * data sharded: sums over the rows are computed per device and added across devices
   (all-reduce), a different order of the same floating-point additions, with the same
   consequence; global parameters are drawn once from the same key on every device, so every
