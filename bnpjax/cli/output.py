@@ -116,8 +116,10 @@ def _with_encodings(dataset):
 def write_idata(idata, path: str | Path) -> Path:
     """Write an InferenceData, a DataTree or an xarray Dataset to netCDF, creating the
     folder; integer and boolean variables compressed, floating-point ones not
-    (:func:`_encodings`). Read it back with ``arviz.from_netcdf`` (or ``xarray.open_datatree``,
-    ``xarray.open_dataset``)."""
+    (:func:`_encodings`; other encodings a variable carries, such as packing or units, are
+    not written, as with ArviZ's own compression). Read it back with ``arviz.from_netcdf``
+    (or ``xarray.open_datatree``, ``xarray.open_dataset``)."""
+    import copy
     from importlib.util import find_spec
 
     from bnpjax.infer.arviz_adapter import _is_datatree, _is_inference_data
@@ -125,11 +127,18 @@ def write_idata(idata, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if find_spec("h5netcdf") is None and find_spec("netCDF4") is None:
-        idata.to_netcdf(str(path))  # scipy's netCDF3 writer: no compression to choose
+        idata.to_netcdf(str(path))  # no HDF5 writer: the format's own default, uncompressed
     elif _is_inference_data(idata):
-        idata.map(_with_encodings, inplace=False).to_netcdf(str(path), compress=False)
+        # a shallow copy whose groups are replaced (InferenceData.map(inplace=False) would
+        # deep-copy every draw first)
+        out = copy.copy(idata)
+        out.map(_with_encodings, inplace=True)
+        out.to_netcdf(str(path), compress=False)
     elif _is_datatree(idata):
-        encoding = {node.path: _encodings(node.dataset) for node in idata.subtree}
+        # each node is written without the coordinates it inherits, so its encodings too
+        encoding = {
+            node.path: _encodings(node.to_dataset(inherit=node is idata)) for node in idata.subtree
+        }
         idata.to_netcdf(str(path), encoding={k: v for k, v in encoding.items() if v})
     else:
         idata.to_netcdf(str(path), encoding=_encodings(idata))

@@ -133,7 +133,7 @@ def _over_chains(fn, in_axes=0):
 def _make_chunk(
     static, chunk_len: int, thin: int, warmup: bool, record: bool, chain_axis: str | None = None
 ):
-    """The chunk program, the kernel's step traced once (a draw loops over it, carrying its
+    """The chunk program, the kernel's step once in it (a draw loops over it, carrying its
     info); with ``chain_axis`` one per device (:func:`~bnpjax.infer.sharding.chains_apart`).
     An overflowing chunk is rerun whole after growth, so each device stops at its own first
     overflow and they meet once, at the end: the capacity needed up to the first draw at which
@@ -253,8 +253,8 @@ def _run_phase(
 ):
     """Run ``num_draws`` draws (``thin`` steps each) in chunks; return kept draws per chunk.
 
-    ``compile_as_sampling`` runs warmup with the sampling program (same kernel step), whose
-    recorded draws are then dropped."""
+    ``compile_as_sampling`` runs warmup with a program of the sampling kind (the kernel's
+    step, draws recorded and then dropped)."""
     program_warmup = warmup and not compile_as_sampling
     kept_chunks: list = []
     done = 0
@@ -468,16 +468,16 @@ def run(
         progress = tqdm(total=total_steps, unit="step", desc=algorithm.spec.name, leave=True)
     try:
         # Without a separate warmup step, warmup runs the sampling program (``thin`` steps a
-        # draw; a rest of fewer steps one at a time), recording draws it drops.
-        chunk_draws = max(1, min(chunk_size // thin, num_samples))
-        reuse = algorithm.warmup_step is None
-        phases = (
-            [(num_warmup // thin, thin), (num_warmup % thin, 1)] if reuse else [(num_warmup, 1)]
-        )
+        # draw; steps left over in a program of single steps), recording draws it drops.
+        reuse, rest = algorithm.warmup_step is None, num_warmup % thin
+        chunk_draws = max(1, min(chunk_size // thin, max(num_samples, reuse * num_warmup // thin)))
+        phases = [(num_warmup // thin, thin, chunk_draws), (rest, 1, min(chunk_size, rest))]
+        if not reuse:
+            phases = [(num_warmup, 1, min(chunk_size, num_warmup))]
         if num_warmup and progress is not None:
             progress.set_description(f"{algorithm.spec.name} warmup")
         warmup_step = start_step
-        for num_draws, warmup_thin in (phase for phase in phases if phase[0]):
+        for num_draws, warmup_thin, draws_per_chunk in (phase for phase in phases if phase[0]):
             algorithm, states, _ = _run_phase(
                 algorithm,
                 states,
@@ -485,7 +485,7 @@ def run(
                 warmup_step,
                 num_draws,
                 thin=warmup_thin,
-                chunk_draws=chunk_draws if reuse else min(chunk_size, num_warmup),
+                chunk_draws=draws_per_chunk,
                 warmup=True,
                 compile_as_sampling=reuse,
                 progress=progress,

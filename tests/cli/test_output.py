@@ -34,11 +34,12 @@ def test_inference_data_written_with_integers_compressed(tmp_path):
         pytest.skip("ArviZ 1.x: no InferenceData type")
     idata = az.InferenceData(**_groups())
     idata.posterior["sigma"].encoding = {"zlib": True}  # the caller's encodings stay theirs
+    posterior = idata.posterior
     path = write_idata(idata, tmp_path / "out" / "run.nc")
     back = az.from_netcdf(str(path))
     for name in ("posterior", "sample_stats"):
         _check(back[name], idata[name])
-    assert idata.posterior["sigma"].encoding == {"zlib": True}
+    assert idata.posterior is posterior and idata.posterior["sigma"].encoding == {"zlib": True}
 
 
 def test_datatree_and_dataset_written_with_integers_compressed(tmp_path):
@@ -48,7 +49,8 @@ def test_datatree_and_dataset_written_with_integers_compressed(tmp_path):
         _check(back, groups["posterior"])
     if not hasattr(xr, "DataTree"):
         pytest.skip("this xarray has no DataTree")
-    tree = xr.DataTree.from_dict(groups)
+    # coordinates on the root, inherited by the groups (written with the root only)
+    tree = xr.DataTree.from_dict({"/": xr.Dataset(coords={"chain": [0, 1]}), **groups})
     write_idata(tree, tmp_path / "tree.nc")
     with xr.open_datatree(tmp_path / "tree.nc") as back:
         for name, dataset in groups.items():
