@@ -26,7 +26,14 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve
 
 from bnpjax.infer.base import SamplingAlgorithm
-from bnpjax.models.ibp_lg._kernel import FROM_HYPER, build_algorithm, init, resolve, sweep_step
+from bnpjax.models.ibp_lg._kernel import (
+    FROM_HYPER,
+    NUM_INIT_FEATURES,
+    build_algorithm,
+    init,
+    resolve,
+    sweep_step,
+)
 from bnpjax.models.ibp_lg.conditionals import finish_sweep, new_feature_log_weights, posterior_A
 from bnpjax.models.ibp_lg.data import IBPLGData, IBPLGHyper
 from bnpjax.priors import ibp
@@ -188,7 +195,7 @@ def collapsed_gibbs(
     sample_offset: bool = True,
     kappa: int = 10,
     capacity: int = 16,
-    num_init_features: int = 10,
+    num_init_features: int = NUM_INIT_FEATURES,
     trace_features: bool = True,
     pointwise_log_likelihood: bool = True,
 ) -> SamplingAlgorithm:

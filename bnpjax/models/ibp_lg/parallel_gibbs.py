@@ -34,7 +34,14 @@ import jax.numpy as jnp
 
 from bnpjax.infer.base import SamplingAlgorithm
 from bnpjax.infer.checks import check_integer
-from bnpjax.models.ibp_lg._kernel import FROM_HYPER, build_algorithm, init, resolve, sweep_step
+from bnpjax.models.ibp_lg._kernel import (
+    FROM_HYPER,
+    NUM_INIT_FEATURES,
+    build_algorithm,
+    init,
+    resolve,
+    sweep_step,
+)
 from bnpjax.models.ibp_lg.collapsed_gibbs import _sweep_Z as _collapsed_sweep_Z
 from bnpjax.models.ibp_lg.conditionals import finish_sweep, new_feature_log_weights, sample_A
 from bnpjax.models.ibp_lg.data import IBPLGData, IBPLGHyper
@@ -219,7 +226,7 @@ def parallel_gibbs(
     init_sweeps: int = INIT_SWEEPS,
     init_rows: int = INIT_ROWS,
     capacity: int = 16,
-    num_init_features: int = 10,
+    num_init_features: int = NUM_INIT_FEATURES,
     trace_features: bool = True,
     pointwise_log_likelihood: bool = True,
 ) -> SamplingAlgorithm:

@@ -84,6 +84,7 @@ from bnpjax.infer.base import SamplingAlgorithm
 from bnpjax.infer.checks import check_integer
 from bnpjax.models.ibp_lg._kernel import (
     FROM_HYPER,
+    NUM_INIT_FEATURES,
     build_algorithm,
     init,
     resolve,
@@ -378,7 +379,7 @@ def split_merge(
     sample_offset: bool = True,
     kappa: int = 10,
     capacity: int = 16,
-    num_init_features: int = 10,
+    num_init_features: int = NUM_INIT_FEATURES,
     trace_features: bool = True,
     pointwise_log_likelihood: bool = True,
 ) -> SamplingAlgorithm:
