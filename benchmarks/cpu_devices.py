@@ -39,14 +39,15 @@ def worker(case: str, devices: int, warmup: int, draws: int) -> dict:
     import jax
 
     if case == "ilfm_pt":  # the ILFM demo's data and sampler
+        from bnpjax.cli import ilfm as demo
         from bnpjax.datasets import planted_relations
         from bnpjax.models import ilfm
 
         sim = planted_relations(0, num_entities=40, num_relations=3)
         data = ilfm.make_data(sim["Y"], mask=~sim["heldout"])
         kernel = ilfm.gibbs(data, capacity=8, init_strategy="cluster", num_init_features=2,
-                            num_leapfrog=25, merge_split=4,
-                            temperatures=(1.0, 0.8, 0.64, 0.512))  # fmt: skip
+                            num_leapfrog=demo.DEMO_LEAPFROG, merge_split=demo.DEMO_MERGE_SPLIT,
+                            temperatures=demo.DEMO_TEMPERATURES)  # fmt: skip
     elif case == "ibp_parallel":
         from bnpjax.datasets import bars
         from bnpjax.models import ibp_lg

@@ -3,8 +3,8 @@ replicas (the demo runs 2 chains x 4 temperatures on each of two devices) and fo
 with parts of the kernel switched off to show where the time goes.
 
 The data and kernel settings are the demo's (40 entities, 3 relations, 3 planted features;
-``kappa=5``, 25 leapfrog steps, 4 merge-split moves, Laplace births, capacity 8, the start
-from 2 k-means clusters). Each case compiles a loop of ``--sweeps`` sweeps, runs it once, then
+``kappa=5``, the demo's leapfrog steps and merge-split moves, Laplace births, capacity 8, the
+start from 2 k-means clusters). Each case compiles a loop of ``--sweeps`` sweeps, runs it once, then
 times it ``--repeats`` times and prints the median.
 
     python benchmarks/ilfm_sweep.py [--replicas 8 --sweeps 50 --repeats 3]
@@ -19,11 +19,14 @@ import time
 import jax
 import numpy as np
 
+from bnpjax.cli import ilfm as demo
 from bnpjax.datasets import planted_relations
 from bnpjax.infer import programs
 from bnpjax.models import ilfm
 
-DEMO = dict(kappa=5, num_leapfrog=25, merge_split=4, birth="laplace")
+DEMO = dict(
+    kappa=5, num_leapfrog=demo.DEMO_LEAPFROG, merge_split=demo.DEMO_MERGE_SPLIT, birth="laplace"
+)
 CASES = {
     "demo kernel": {},
     "no merge-split": dict(merge_split=0),
