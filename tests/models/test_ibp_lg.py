@@ -210,3 +210,14 @@ def test_deprecated_names_still_work(bars_data):
         fresh = ibp_lg.data_sample(jax.random.key(1), state, ibp_lg.make_data(np.ones((3, 2))))
     with pytest.warns(FutureWarning):
         assert ibp_lg.refresh(fresh, state).X.shape == (3, 2)
+
+
+def test_the_default_start_leaves_room_on_bars():
+    # the default start (a few random features in the default buffer of 16) leaves the row
+    # sweeps room for their births: with 10 the first sweeps overflowed the buffer, and the run
+    # went on at twice the width, where a collapsed sweep costs about three times as much
+    data = ibp_lg.make_data(bars(0)["X"])
+    result = run(ibp_lg.collapsed_gibbs(data), jax.random.key(0), 20, num_chains=2,
+                 progress_bar=False)  # fmt: skip
+    assert result.settings["num_resizes"] == 0
+    assert result.settings["capacity"] == 16
