@@ -36,32 +36,19 @@ def worker(case: str, devices: int, warmup: int, draws: int) -> dict:
     import bnpjax.infer
 
     bnpjax.infer.use_cpu_cores(devices)
+    import demo_kernels
     import jax
 
     if case == "ilfm_pt":  # the ILFM demo's data and sampler
-        from bnpjax.cli import ilfm as demo
-        from bnpjax.datasets import planted_relations
-        from bnpjax.models import ilfm
-
-        sim = planted_relations(0, num_entities=40, num_relations=3)
-        data = ilfm.make_data(sim["Y"], mask=~sim["heldout"])
-        kernel = ilfm.gibbs(data, capacity=8, init_strategy="cluster", num_init_features=2,
-                            num_leapfrog=demo.DEMO_LEAPFROG, merge_split=demo.DEMO_MERGE_SPLIT,
-                            temperatures=demo.DEMO_TEMPERATURES)  # fmt: skip
+        kernel = demo_kernels.ilfm_kernel()
     elif case == "ibp_parallel":
-        from bnpjax.datasets import bars
         from bnpjax.models import ibp_lg
 
-        sim = bars(0)
-        kernel = ibp_lg.parallel_gibbs(ibp_lg.make_data(sim["X"], sim["mask"]))
+        kernel = ibp_lg.parallel_gibbs(demo_kernels.bars_data())
     else:  # the FM demo's generated ratings
-        from bnpjax.cli.fm import _ratings_design
-        from bnpjax.datasets import factorization_ratings
         from bnpjax.models import fm
 
-        sim = factorization_ratings(0, num_users=200, num_items=150, rank=3)
-        X = _ratings_design(sim["users"], sim["items"], 200, 150)
-        kernel = fm.gibbs(fm.make_data(X, sim["y"]), rank=3)
+        kernel = fm.gibbs(demo_kernels.fm_data(), rank=3)
     timings, last = [], None
     num_chains, thin = RUNS[case]
     for _ in range(2):

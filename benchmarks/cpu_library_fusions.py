@@ -27,6 +27,7 @@ CASES = ("linreg", "ibp_collapsed", "ibp_parallel", "ilfm", "m3f", "ipm3f", "fm"
 
 def _fit(case):
     """A function that runs one fit of ``case`` (its data built once)."""
+    import demo_kernels
     import jax
     import numpy as np
 
@@ -41,50 +42,29 @@ def _fit(case):
         data = lr.make_data(X, X @ np.ones(5) + rng.normal(size=500))
         algorithm, lengths = lr.gibbs(data), dict(num_samples=2000, num_warmup=500)
     elif case.startswith("ibp"):
-        from bnpjax.datasets import bars
         from bnpjax.models import ibp_lg
 
-        sim = bars(0)
-        data = ibp_lg.make_data(sim["X"], sim["mask"])
+        data = demo_kernels.bars_data()
         if case == "ibp_collapsed":
             algorithm, lengths = ibp_lg.collapsed_gibbs(data), dict(num_samples=200, num_warmup=100)
         else:
             algorithm = ibp_lg.parallel_gibbs(data)
             lengths = dict(num_samples=100, num_warmup=1000, thin=10)
     elif case == "ilfm":
-        from bnpjax.cli import ilfm as cli
-        from bnpjax.datasets import planted_relations
-        from bnpjax.models import ilfm
-
-        sim = planted_relations(0, num_entities=40, num_relations=3)
-        data = ilfm.make_data(sim["Y"], mask=~sim["heldout"])
-        algorithm = ilfm.gibbs(
-            data, capacity=8, init_strategy="cluster", num_init_features=2,
-            num_leapfrog=cli.DEMO_LEAPFROG, merge_split=cli.DEMO_MERGE_SPLIT,
-            temperatures=cli.DEMO_TEMPERATURES,
-        )  # fmt: skip
-        lengths = dict(num_samples=200, num_warmup=100)
+        algorithm, lengths = demo_kernels.ilfm_kernel(), dict(num_samples=200, num_warmup=100)
     elif case in ("m3f", "ipm3f"):
-        from bnpjax.datasets import ordinal_ratings
         from bnpjax.models import m3f
 
-        sim = ordinal_ratings(0, num_users=150, num_items=120, rank=3, num_levels=5)
-        u, i, v, test = sim["users"], sim["items"], sim["levels"], sim["test"]
-        data = m3f.make_data(u[~test], i[~test], v[~test], 150, 120, 5, margin=1.0)
-        hyper = m3f.make_hyper(5, C=0.3, margin=1.0)
+        data, hyper = demo_kernels.m3f_data()
         if case == "m3f":
             algorithm = m3f.gibbs(data, rank=6, hyper=hyper, keep_factors=False)
         else:
             algorithm = m3f.ipm3f_gibbs(data, hyper=hyper, keep_factors=False)
         lengths = dict(num_samples=500, num_warmup=200)
     elif case == "fm":
-        from bnpjax.cli.fm import _ratings_design
-        from bnpjax.datasets import factorization_ratings
         from bnpjax.models import fm
 
-        sim = factorization_ratings(0, num_users=200, num_items=150, rank=3)
-        X = _ratings_design(sim["users"], sim["items"], 200, 150)
-        data = fm.make_data(X[~sim["test"]], sim["y"][~sim["test"]])
+        data = demo_kernels.fm_data(train_only=True)
         algorithm, lengths = fm.gibbs(data, rank=3), dict(num_samples=300, num_warmup=100)
     elif case in ("fm100k", "fm1m"):
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

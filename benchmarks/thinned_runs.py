@@ -28,30 +28,20 @@ CASES = ("m3f", "fm", "ibp_parallel")
 
 
 def _kernel(case: str):
+    import demo_kernels
+
     if case == "m3f":
-        from bnpjax.datasets import ordinal_ratings
         from bnpjax.models import m3f
 
-        sim = ordinal_ratings(0, num_users=150, num_items=120, rank=3, num_levels=5)
-        train = ~sim["test"]
-        data = m3f.make_data(
-            sim["users"][train], sim["items"][train], sim["levels"][train], 150, 120, 5,
-            margin=1.0,
-        )  # fmt: skip
-        return m3f.gibbs(data, m3f.make_hyper(5, C=0.3, margin=1.0), rank=6)
+        data, hyper = demo_kernels.m3f_data()
+        return m3f.gibbs(data, hyper, rank=6)
     if case == "fm":
-        from bnpjax.cli.fm import _ratings_design
-        from bnpjax.datasets import factorization_ratings
         from bnpjax.models import fm
 
-        sim = factorization_ratings(0, num_users=200, num_items=150, rank=3)
-        X = _ratings_design(sim["users"], sim["items"], 200, 150)
-        return fm.gibbs(fm.make_data(X, sim["y"]), rank=3)
-    from bnpjax.datasets import bars
+        return fm.gibbs(demo_kernels.fm_data(), rank=3)
     from bnpjax.models import ibp_lg
 
-    sim = bars(0)
-    return ibp_lg.parallel_gibbs(ibp_lg.make_data(sim["X"], sim["mask"]))
+    return ibp_lg.parallel_gibbs(demo_kernels.bars_data())
 
 
 def worker(case: str, thins: list[int], sweeps: int, warmup: int, repeats: int) -> dict:
