@@ -49,18 +49,27 @@ def _split_chains(values: np.ndarray) -> np.ndarray:
 
 def _normal_scores(values: np.ndarray) -> np.ndarray:
     """Blom's normal scores of the pooled draws of each column: ties share their average rank,
-    which matters for the integer quantities (K+) these diagnostics often see."""
+    which matters for the integer quantities (K+) these diagnostics often see. Every column
+    at once (one sort), so that a run's hundreds of thresholds or weights cost one call."""
     from scipy.special import ndtri
 
     chains, draws, columns = values.shape
-    pooled = values.reshape(chains * draws, columns)
-    ranks = np.empty_like(pooled)
-    for column in range(columns):
-        ordered = np.sort(pooled[:, column])
-        below = np.searchsorted(ordered, pooled[:, column], side="left")
-        at_or_below = np.searchsorted(ordered, pooled[:, column], side="right")
-        ranks[:, column] = (below + at_or_below + 1) / 2.0  # average 1-based rank of the tie
     size = chains * draws
+    # (column, draw): each column's draws contiguous, for the sort
+    pooled = np.ascontiguousarray(values.reshape(size, columns).T)
+    order = np.argsort(pooled, axis=1)  # ties are averaged below: no need for a stable sort
+    ordered = np.take_along_axis(pooled, order, axis=1)
+    position = np.broadcast_to(np.arange(size), ordered.shape)
+    starts = np.ones(ordered.shape, dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    ends = np.ones(ordered.shape, dtype=bool)
+    ends[:, :-1] = starts[:, 1:]
+    # the first and last sorted positions of each draw's run of ties (0-based)
+    first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
+    last = np.minimum.accumulate(np.where(ends, position, size - 1)[:, ::-1], axis=1)[:, ::-1]
+    ranks = np.empty_like(pooled)
+    np.put_along_axis(ranks, order, (first + last) / 2.0 + 1.0, axis=1)  # average 1-based rank
+    ranks = ranks.T
     scores = ndtri((ranks - _BLOM_OFFSET) / (size - 2 * _BLOM_OFFSET + 1))
     return scores.reshape(values.shape)
 
@@ -109,59 +118,52 @@ def _autocovariance(values: np.ndarray) -> np.ndarray:
     return np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=1)[:, :draws] / draws
 
 
-def _ess_of_column(autocovariance: np.ndarray, chain_means: np.ndarray) -> float:
-    """Geyer's initial monotone sequence estimate of one column's ESS (Vehtari et al. 2021,
-    appendix A); ``autocovariance`` (chain, draw), ``chain_means`` (chain,)."""
-    chains, draws = autocovariance.shape
-    mean_var = autocovariance[:, 0].mean() * draws / (draws - 1.0)
-    var_plus = mean_var * (draws - 1.0) / draws
-    if chains > 1:
-        var_plus += chain_means.var(ddof=1)
-    # rho[t] for every lag at once; the sequences below only read it
-    rho = 1.0 - (mean_var - autocovariance.mean(axis=0)) / var_plus
-    kept = np.zeros(draws)
-    kept[0], kept[1] = 1.0, rho[1]
-    even, odd = 1.0, rho[1]
-    # Geyer's initial positive sequence: pairs (t + 1, t + 2) while the last pair's sum is
-    # positive; a pair with a negative sum is not kept
-    t = 1
-    while t < draws - 3 and even + odd > 0.0:
-        even, odd = rho[t + 1], rho[t + 2]
-        if even + odd >= 0.0:
-            kept[t + 1], kept[t + 2] = even, odd
-        t += 2
-    max_lag = t - 2
-    if even > 0.0:  # the last even lag still carries information
-        kept[max_lag + 1] = even
-    # Geyer's initial monotone sequence: no pair's sum above the previous pair's
-    t = 1
-    while t <= max_lag - 2:
-        if kept[t + 1] + kept[t + 2] > kept[t - 1] + kept[t]:
-            kept[t + 1] = kept[t + 2] = (kept[t - 1] + kept[t]) / 2.0
-        t += 2
-    tail = kept[max_lag + 1] if max_lag + 1 < draws else 0.0
-    size = chains * draws
-    tau = -1.0 + 2.0 * kept[: max_lag + 1].sum() + tail
-    tau = max(tau, 1.0 / np.log10(size))
-    return size / tau
+def _geyer_tau(rho: np.ndarray, size: int) -> np.ndarray:
+    """The integrated autocorrelation time of each column from its autocorrelations ``rho``
+    (lag, column), by Geyer's initial monotone sequence as Stan and ArviZ compute it (Vehtari
+    et al. 2021, appendix A), for every column at once.
+
+    The sums of consecutive pairs of lags, :math:`P_0 = 1 + \\rho_1` and :math:`P_j =
+    \\rho_{2j} + \\rho_{2j+1}`, are read while positive (the initial positive sequence; ``J``
+    pairs, at most as many as leave three lags to spare) and made non-increasing by a running
+    minimum (the initial monotone sequence); the even lag after them is added when it is
+    positive or its pair's sum is not negative."""
+    lags, columns = rho.shape
+    last_pair = max(0, (lags - 3) // 2)  # the pairs Stan's loop may read, lags 2..2 last + 1
+    pairs = np.empty((last_pair + 1, columns))
+    pairs[0] = 1.0 + rho[1]
+    pairs[1:] = rho[2 : 2 * last_pair + 1 : 2] + rho[3 : 2 * last_pair + 2 : 2]
+    not_positive = ~(pairs[:last_pair] > 0.0)
+    num_pairs = np.full(columns, last_pair)
+    if last_pair:
+        num_pairs = np.where(not_positive.any(axis=0), not_positive.argmax(axis=0), last_pair)
+    monotone = np.minimum.accumulate(pairs, axis=0)
+    kept = np.arange(last_pair + 1)[:, None] < num_pairs
+    summed = np.where(kept, monotone, 0.0).sum(axis=0)
+    cols = np.arange(columns)
+    even = rho[2 * num_pairs, cols]
+    after = np.where((pairs[num_pairs, cols] >= 0.0) | (even > 0.0), even, 0.0)
+    after = np.where(num_pairs == 0, 1.0, after)  # lag 0's 1, when no pair was read
+    tau = -1.0 + 2.0 * summed + after
+    return np.maximum(tau, 1.0 / np.log10(size))
 
 
 def _ess(values: np.ndarray) -> np.ndarray:
     """ESS of each column of chains already split (or transformed): (chain, draw, column)."""
-    columns = values.shape[2]
-    out = np.full(columns, np.nan)
+    chains, draws, _ = values.shape
     autocovariance = _autocovariance(values)
     means = values.mean(axis=1)
-    for column in range(columns):
-        column_values = values[:, :, column]
-        if np.isnan(column_values).any():
-            continue
-        if np.ptp(column_values) < np.finfo(float).resolution:
-            out[column] = column_values.size  # constant: every draw is as good as independent
-            continue
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out[column] = _ess_of_column(autocovariance[:, :, column], means[:, column])
-    return out
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_var = autocovariance[:, 0].mean(axis=0) * draws / (draws - 1.0)
+        var_plus = mean_var * (draws - 1.0) / draws
+        if chains > 1:
+            var_plus = var_plus + means.var(axis=0, ddof=1)
+        rho = 1.0 - (mean_var - autocovariance.mean(axis=0)) / var_plus  # (lag, column)
+        out = chains * draws / _geyer_tau(rho, chains * draws)
+    # constant: every draw is as good as independent
+    constant = np.ptp(values, axis=(0, 1)) < np.finfo(float).resolution
+    out = np.where(constant, float(chains * draws), out)
+    return np.where(np.isnan(values).any(axis=(0, 1)), np.nan, out)
 
 
 def ess_bulk(values) -> np.ndarray:

@@ -51,6 +51,28 @@ def test_the_estimates_are_arviz_s():
             np.testing.assert_allclose(mine[column], reference, rtol=1e-9, equal_nan=True)
 
 
+def test_many_columns_in_one_call_are_each_arviz_s():
+    # the estimators run over every column at once: columns whose autocorrelation sequences
+    # stop at different lags (iid, AR(1) up to 0.995, which reaches the lag limit of short
+    # chains), ties, a stuck chain, a constant column and a NaN one, side by side
+    rng = np.random.default_rng(3)
+    for chains, draws in [(2, 12), (4, 60), (4, 500)]:
+        columns = [_ar1(chains, draws, 1, phi, rng) for phi in (0.0, -0.5, 0.3, 0.9, 0.995)]
+        columns.append(rng.poisson(1.0, size=(chains, draws, 1)).astype(float))
+        stuck = rng.normal(size=(chains, draws, 1))
+        stuck[0] += 4.0
+        columns += [stuck, np.full((chains, draws, 1), 2.5)]
+        values = np.concatenate(columns, axis=2)
+        mine = np.stack([ess_bulk(values), ess_tail(values), split_rhat(values)], axis=1)
+        for column in range(values.shape[2] - 1):  # ArviZ's constant column: checked below
+            reference = np.array(_arviz_estimates(values[:, :, column]))
+            np.testing.assert_allclose(mine[column], reference, rtol=1e-9, equal_nan=True)
+        assert mine[-1, 0] == mine[-1, 1] == chains * draws
+        with_nan = values.copy()
+        with_nan[1, 3, 2] = np.nan
+        assert np.isnan(ess_bulk(with_nan)[2]) and np.isfinite(ess_bulk(with_nan)[3])
+
+
 def test_independent_draws_give_an_ess_near_their_number_and_rhat_near_one():
     # 4 x 1000 iid normal draws: the ESS estimate's sd is a few per cent of 4000 and R-hat's
     # deviation from 1 is of order 1 / sqrt(4000); the bounds are several times that
