@@ -109,6 +109,12 @@ class SamplingAlgorithm(NamedTuple):
         used instead of ``step`` during warmup (adaptation of proposal scales and the like);
         the kept chain uses ``step`` only, so adaptation never breaks detailed balance of the
         kept draws.
+    ``set_adaptation``
+        the other way to adapt, and the cheaper one: ``set_adaptation(state, on) -> State``
+        switches adaptation on or off in the state itself (``on`` a boolean array), and
+        ``step`` adapts only while it is on. The driver switches it on for warmup and off for
+        the kept draws, so that warmup runs the sampling program (the step traced and compiled
+        once, not twice); ``init`` returns it off, so a step in a user's own loop is exact.
 
     What the driver needs:
 
@@ -133,11 +139,29 @@ class SamplingAlgorithm(NamedTuple):
     spec: ArvizSpec = ArvizSpec()
     growth: CapacityGrowth | None = None
     compiler_options: tuple = ()
+    set_adaptation: Callable[[State, Any], State] | None = None
 
     @property
     def capacity(self) -> int | None:
         """The feature buffer's size, or None for a kernel of fixed dimension."""
         return None if self.growth is None else self.growth.capacity
+
+
+@jax.jit
+def _switch_adaptation(set_adaptation, states, on):
+    return jax.vmap(set_adaptation, (0, None))(states, on)
+
+
+def adapting(algorithm: SamplingAlgorithm, states, on) -> State:
+    """``states`` (a leading chain axis) with the kernel's adaptation switched on (warmup) or
+    off (the kept draws), for a kernel that adapts through its state
+    (``SamplingAlgorithm.set_adaptation``); the states themselves otherwise."""
+    fn = algorithm.set_adaptation
+    if fn is None:
+        return states
+    if not isinstance(fn, jax.tree_util.Partial):  # a plain function: static in the program
+        fn = jax.tree_util.Partial(fn)
+    return _switch_adaptation(fn, states, jnp.asarray(on))
 
 
 def _fields(tree) -> dict[str, Any]:

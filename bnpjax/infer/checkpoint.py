@@ -152,6 +152,8 @@ def fingerprint(algorithm: SamplingAlgorithm) -> str:
     its functions and their static settings, and the kernel's name. Two kernels built the same
     way on the same data have the same fingerprint, in any process."""
     fns = (algorithm.init, algorithm.step, algorithm.warmup_step, algorithm.trace)
+    if algorithm.set_adaptation is not None:  # absent: the fingerprints of before it existed
+        fns = (*fns, algorithm.set_adaptation)
     leaves, treedef = jax.tree_util.tree_flatten(fns, is_leaf=lambda x: x is None)
     digest = hashlib.blake2b(digest_size=16)
     digest.update(algorithm.spec.name.encode())

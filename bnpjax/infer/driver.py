@@ -42,7 +42,7 @@ import numpy as np
 from jax import lax
 
 from bnpjax.infer.arviz_adapter import to_inference_data
-from bnpjax.infer.base import SamplingAlgorithm, Trace, default_trace
+from bnpjax.infer.base import SamplingAlgorithm, Trace, adapting, default_trace
 from bnpjax.infer.capacity import capacity_flags
 from bnpjax.infer.checkpoint import (
     Checkpoint,
@@ -476,7 +476,7 @@ def run(
             phases = [(num_warmup, 1, min(chunk_size, num_warmup))]
         if num_warmup and progress is not None:
             progress.set_description(f"{algorithm.spec.name} warmup")
-        warmup_step = start_step
+        warmup_step, states = start_step, adapting(algorithm, states, num_warmup > 0)
         for num_draws, warmup_thin, draws_per_chunk in (phase for phase in phases if phase[0]):
             algorithm, states, _ = _run_phase(
                 algorithm,
@@ -500,7 +500,7 @@ def run(
             progress.set_description(f"{algorithm.spec.name} sample")
         algorithm, states, chunks = _run_phase(
             algorithm,
-            states,
+            adapting(algorithm, states, False),
             run_keys,
             start_step + num_warmup,
             num_samples,

@@ -107,7 +107,7 @@ class KernelBlock(_mcmc_kernel_base()):
 
     The block starts from ``kernel.init`` (the composite's prototype values of the block's
     sites are not used: a kernel's state holds more than its sites). A kernel's
-    ``warmup_step`` runs for the first ``num_warmup`` steps.
+    ``warmup_step`` runs (or its adaptation is on) for the first ``num_warmup`` steps.
     """
 
     sample_field = "z"

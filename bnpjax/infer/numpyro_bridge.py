@@ -79,8 +79,11 @@ def warn_if_any(flag, message: str) -> None:
 
 def kernel_step(algorithm: SamplingAlgorithm, run_key, sampler_state, i, num_warmup):
     """Step ``i`` of a chain as the driver takes it (key ``fold_in(run_key, i)``, the
-    kernel's ``warmup_step`` while ``i < num_warmup``): ``(state, info, needed_more_room)``."""
+    kernel's ``warmup_step``, or its adaptation switched on, while ``i < num_warmup``):
+    ``(state, info, needed_more_room)``."""
     key = jax.random.fold_in(run_key, i)
+    if algorithm.set_adaptation is not None:
+        sampler_state = algorithm.set_adaptation(sampler_state, i < num_warmup)
     if algorithm.warmup_step is None:
         new, info = algorithm.step(key, sampler_state)
     else:

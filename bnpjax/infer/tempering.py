@@ -75,6 +75,9 @@ class TemperedKernel(NamedTuple):
         ``log_likelihood(state) -> scalar``: :math:`\\log p(y \\mid \\theta)` at temperature one.
     warmup_step
         as ``step``, with adaptation (None: ``step``).
+    set_adaptation
+        ``set_adaptation(state, on) -> State`` of one chain, as in
+        :class:`~bnpjax.infer.base.SamplingAlgorithm` (applied to every rung).
     trace
         ``trace(state, info)`` of the model, applied to the rung at temperature one.
     spec
@@ -90,6 +93,7 @@ class TemperedKernel(NamedTuple):
     trace: Callable | None = None
     spec: ArvizSpec = ArvizSpec()
     rung_fields: tuple[str, ...] = ()
+    set_adaptation: Callable | None = None
 
 
 class ReplicaExchangeState(NamedTuple):
@@ -242,7 +246,6 @@ def replica_exchange(tempered: TemperedKernel, temperatures: Sequence[float]) ->
     """
     betas = check_temperatures(temperatures)
     rung_fields = tuple(tempered.rung_fields)
-    warmup = tempered.warmup_step or tempered.step
     spec = tempered.spec
     dims = {**spec.dims, "swap_acceptance": ["temperature_pair"]}
     settings = {**spec.settings, "temperatures": betas}
@@ -251,12 +254,26 @@ def replica_exchange(tempered: TemperedKernel, temperatures: Sequence[float]) ->
         step=bind(
             _step, tempered.step, tempered.log_likelihood, betas=betas, rung_fields=rung_fields
         ),
-        warmup_step=bind(
-            _step, warmup, tempered.log_likelihood, betas=betas, rung_fields=rung_fields
+        # no warmup step of the model's own: none here either, so warmup runs the sampling
+        # program (the driver compiles one program instead of two)
+        warmup_step=None
+        if tempered.warmup_step is None
+        else bind(
+            _step, tempered.warmup_step, tempered.log_likelihood, betas=betas,
+            rung_fields=rung_fields,
         ),
         trace=bind(_trace, tempered.trace),
         spec=spec._replace(dims=dims, settings=settings),
-    )
+        set_adaptation=None
+        if tempered.set_adaptation is None
+        else bind(_set_adaptation, set_one=tempered.set_adaptation),
+    )  # fmt: skip
+
+
+def _set_adaptation(state, on, *, set_one):
+    """The model's ``set_adaptation`` on every rung."""
+    replicas = jax.vmap(set_one, (0, None))(state.replicas, on)
+    return state._replace(replicas=replicas)
 
 
 def grow_replicas(grow_state: Callable) -> Callable:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import bnpjax
-from bnpjax.infer import SamplingAlgorithm, bind, compile_count, run
+from bnpjax.infer import ArvizSpec, SamplingAlgorithm, bind, compile_count, run
 from bnpjax.models import linear_regression as lr
 from bnpjax.testing.kernels import poisson_birth_death
 
@@ -77,6 +77,44 @@ def test_thinned_warmup_runs_the_sampling_program():
     before = compile_count()
     run(alg, jax.random.key(5), 4, num_warmup=6, thin=3, progress_bar=False)
     assert compile_count() - before == 2
+
+
+def _adaptive_init(key):
+    return {"x": jnp.zeros(()), "log_scale": jnp.zeros(()), "adapting": jnp.zeros((), bool)}
+
+
+def _adaptive_step(key, state):
+    """A random walk whose log scale grows by 0.1 at every step taken while adapting."""
+    x = state["x"] + jnp.exp(state["log_scale"]) * jax.random.normal(key)
+    log_scale = jnp.where(state["adapting"], state["log_scale"] + 0.1, state["log_scale"])
+    return {**state, "x": x, "log_scale": log_scale}, {"adapted": state["adapting"]}
+
+
+def _switch(state, on):
+    return {**state, "adapting": jnp.asarray(on)}
+
+
+@pytest.mark.parametrize(
+    ("num_warmup", "thin", "num_chains", "programs"), [(7, 1, 3, 2), (7, 3, 4, 3), (0, 2, 5, 2)]
+)
+def test_adaptation_switched_in_the_state_is_on_for_every_warmup_step_only(
+    num_warmup, thin, num_chains, programs
+):
+    # every warmup step adapts (7 steps: log scale 0.7, also when 7 = 2 draws of 3 + 1 single
+    # step), no kept step does, and warmup runs the sampling program: init + one chunk program
+    # (+ one of single steps for the remainder of a thinned warmup); chains
+    # (3, 4, 5) for the three cases, shapes no other test uses, so nothing is cached
+    alg = SamplingAlgorithm(
+        init=_adaptive_init, step=_adaptive_step, set_adaptation=_switch, spec=ArvizSpec("toy")
+    )
+    before = compile_count()
+    result = run(alg, jax.random.key(0), 5, num_warmup=num_warmup, thin=thin,
+                 num_chains=num_chains, progress_bar=False)  # fmt: skip
+    assert compile_count() - before == programs
+    np.testing.assert_allclose(result.trace["posterior"]["log_scale"], 0.1 * num_warmup, 1e-6)
+    assert not np.any(result.trace["sample_stats"]["adapted"])
+    assert not np.any(np.asarray(result.final_state["adapting"]))
+    assert np.ptp(result.trace["posterior"]["x"]) > 0  # the chains move
 
 
 def test_continuing_a_run_equals_one_long_run(regression):

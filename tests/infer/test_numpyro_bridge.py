@@ -76,8 +76,9 @@ def test_numpyro_mcmc_draws_the_chains_of_bnpjax_sample(ibp_run):
     assert np.ptp(samples["sigma_x"]) > 0
 
 
-def test_warmup_step_is_used_during_warmup_only():
-    # ILFM adapts its HMC step size in warmup_step only: the bridge must switch as the driver
+def test_adaptation_is_on_during_warmup_only():
+    # ILFM adapts its HMC step size during warmup only (its state's adaptation switch): the
+    # bridge must switch it as the driver does
     rng = np.random.default_rng(0)
     Y = (rng.random((1, 8, 8)) < 0.3).astype(float)
     algorithm = ilfm.gibbs(ilfm.make_data(Y), capacity=8, num_leapfrog=3)

@@ -78,6 +78,10 @@ class ILFMState(NamedTuple):
         log of the HMC (or random-walk) step size, adapted during warmup only.
     beta
         (R, C) covariate coefficients.
+    adapting
+        whether a step adapts the step size (boolean; the driver switches it on for warmup
+        and off for the kept draws: ``SamplingAlgorithm.set_adaptation``). ``None`` (a state
+        built by hand) adapts only in a step built with ``adapt=True``.
     """
 
     F: jax.Array
@@ -86,6 +90,7 @@ class ILFMState(NamedTuple):
     alpha: jax.Array
     log_step_size: jax.Array
     beta: jax.Array
+    adapting: jax.Array | None = None
 
 
 class ILFMInfo(NamedTuple):

@@ -82,7 +82,8 @@ def _model_init(data, hyper, key, *, capacity, num_init_features, step_size, alp
     W = W * (active[:, None] & active[None, :])
     beta = jnp.zeros((R, data.X.shape[0]), dtype)
     log_step = jnp.asarray(math.log(step_size), dtype)
-    return ILFMState(F.astype(dtype), W, bias, jnp.asarray(alpha, dtype), log_step, beta)
+    alpha = jnp.asarray(alpha, dtype)
+    return ILFMState(F.astype(dtype), W, bias, alpha, log_step, beta, jnp.zeros((), bool))
 
 
 def _model_step(
@@ -134,11 +135,13 @@ def _model_step(
         beta = state.beta
         target_accept = 0.44
     log_step = state.log_step_size
-    if adapt:  # warmup only: Robbins-Monro on log(step size) towards the target acceptance
-        log_step = log_step + 0.1 * (accept_prob - target_accept)
+    if adapt or state.adapting is not None:
+        # warmup only: Robbins-Monro on log(step size) towards the target acceptance
+        moved = log_step + 0.1 * (accept_prob - target_accept)
+        log_step = moved if adapt else jnp.where(state.adapting, moved, log_step)
     k_plus = jnp.sum(F.sum(0) > 0)
     alpha = ibp.sample_alpha(key_alpha, k_plus, N, hyper.alpha_shape, hyper.alpha_rate)
-    new = ILFMState(F, W, bias, alpha.astype(F.dtype), log_step, beta)
+    new = ILFMState(F, W, bias, alpha.astype(F.dtype), log_step, beta, state.adapting)
     info = ILFMInfo(
         lp=log_joint(data, hyper, new, likelihood),
         num_features=k_plus.astype(jnp.int32),
@@ -188,6 +191,11 @@ def _tempered_step(data, hyper, key, state, beta, **settings):
 
 def _log_likelihood(data, state, *, mode, likelihood):
     return jnp.sum(data.mask * _relation_pointwise(data, state, likelihood, mode))
+
+
+def _set_adaptation(state: ILFMState, on) -> ILFMState:
+    """Step-size adaptation on (warmup) or off (the kept draws), in either mode."""
+    return state._replace(adapting=jnp.broadcast_to(on, jnp.shape(state.adapting)))
 
 
 def _grow_state(state: ILFMState, capacity: int) -> ILFMState:
@@ -503,8 +511,9 @@ def gibbs(
     def parts(capacity, step):
         return dict(
             init=bind(_init, data, hyper, mode=mode, capacity=capacity, **start),
+            # warmup adapts the step size through the state: one program for both phases
             step=bind(step, data, hyper, mode=mode, adapt=False, **moves),
-            warmup_step=bind(step, data, hyper, mode=mode, adapt=True, **moves),
+            set_adaptation=_set_adaptation,
             trace=bind(_trace, data, hyper, observed, mode=mode, likelihood=likelihood),
             spec=spec,
         )
