@@ -160,6 +160,13 @@ def add_fit_arguments(parser) -> None:
         "into two copies (they help the number of features mix)",
     )
     parser.add_argument(
+        "--nest",
+        type=int,
+        default=0,
+        help="moves per sweep that take a feature out of one holding all its entities or put "
+        "a disjoint one in (nested features, like copies, change no link)",
+    )
+    parser.add_argument(
         "--temperatures",
         default=None,
         help="replica exchange: comma-separated inverse temperatures, 1 first and decreasing "
@@ -217,9 +224,9 @@ def _read_links(args) -> np.ndarray:
 def fit(args) -> int:
     from bnpjax.models import ilfm
 
-    for option in ("init_features", "capacity", "num_entities", "merge_split"):
+    for option in ("init_features", "capacity", "num_entities", "merge_split", "nest"):
         value = getattr(args, option)
-        zero_allowed = option in ("init_features", "merge_split")
+        zero_allowed = option in ("init_features", "merge_split", "nest")
         if value is not None and value < (0 if zero_allowed else 1):
             low = "0" if zero_allowed else "1"
             raise UsageError(f"--{option.replace('_', '-')} must be at least {low}, got {value}")
@@ -232,6 +239,7 @@ def fit(args) -> int:
         init_strategy=args.init,
         num_init_features=args.init_features,
         merge_split=args.merge_split,
+        nest=args.nest,
         temperatures=temperatures,
     )
     idata = sample(algorithm, args)

@@ -44,6 +44,22 @@ def statistics(state, data):
     }
 
 
+def nest_statistics(state, data):
+    """:func:`statistics` and how the features nest: the sizes' spread and the nested and
+    disjoint pairs, which the take-out-or-put-in move changes and no logit shows."""
+    m = state.F.sum(0)
+    overlap = state.F.T @ state.F
+    both = (m > 0)[:, None] & (m > 0)[None, :]
+    nested = both & (overlap == m[None, :]) & (m[None, :] < m[:, None])
+    disjoint = both & (overlap == 0)
+    return {
+        **statistics(state, data),
+        "sum m^2": jnp.sum(m**2),
+        "nested pairs": jnp.sum(nested).astype(float),
+        "disjoint pairs": jnp.sum(disjoint).astype(float),
+    }
+
+
 def single_statistics(state, data):
     """:func:`statistics` of every relation's model (``mode="single"``), summed."""
     per_model = jax.vmap(statistics)(state, per_relation(data))
@@ -67,7 +83,7 @@ def _rate_alpha(alpha, num_entities):
 def _broken(data, hyper, settings, **slip):
     """:func:`ilfm.gibbs` with its step built with ``slip`` (a private keyword of the step)."""
     algorithm = ilfm.gibbs(data, hyper, **settings)
-    names = ("kappa", "num_leapfrog", "weights", "likelihood", "merge_split")
+    names = ("kappa", "num_leapfrog", "weights", "likelihood", "merge_split", "nest")
     moves = {k: settings[k] for k in names if k in settings}
     mode = settings.get("mode", "global")
     broken_step = bind(_step, data, hyper, mode=mode, adapt=False, **slip, **moves)
@@ -162,14 +178,15 @@ CASES = [
         broken_num_successive=1_000,
         seed=4,
     ),
-    GewekeCase(  # the merge-split move of identical features, on top of every other move
+    GewekeCase(  # the merge-split move of identical features and the take-out-or-put-in move
+        # (its own broken twin: tests/models/test_ilfm.py), on top of every other move
         name="ilfm.gibbs.merge_split",
         module=ilfm.geweke,
         factory=ilfm.gibbs,
         data=_data(covariates=False),
         hyper=HYPER,
-        settings={**_settings("hmc", "logit"), "merge_split": 3},
-        statistics=statistics,
+        settings={**_settings("hmc", "logit"), "merge_split": 3, "nest": 6},
+        statistics=nest_statistics,
         broken_factory=broken_merge_split_gibbs,
         num_marginal=20_000,
         num_successive=4_000,
