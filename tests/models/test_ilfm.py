@@ -117,6 +117,12 @@ def test_bad_input_is_rejected_naming_the_argument():
         ilfm.make_data(np.zeros((3, 3)), mask=np.zeros((3, 3), bool))
     with pytest.raises(ValueError, match="capacity"):
         ilfm.gibbs(ilfm.make_data(np.zeros((3, 3))), capacity=0)
+    for name in ("merge_split", "nest"):
+        for bad in (-1, 1.5):
+            with pytest.raises(ValueError, match=name):
+                ilfm.gibbs(ilfm.make_data(np.zeros((3, 3))), **{name: bad})
+            with pytest.raises(ValueError, match=name):
+                ilfm.gibbs.build_step(**{name: bad})
     with pytest.raises(ValueError, match="sigma_w"):
         ilfm.make_hyper(sigma_w=-1.0)
     with pytest.raises(ValueError, match="covariates must be"):
