@@ -114,7 +114,9 @@ class SamplingAlgorithm(NamedTuple):
         switches adaptation on or off in the state itself (``on`` a boolean array), and
         ``step`` adapts only while it is on. The driver switches it on for warmup and off for
         the kept draws, so that warmup runs the sampling program (the step traced and compiled
-        once, not twice); ``init`` returns it off, so a step in a user's own loop is exact.
+        once, not twice); ``init`` returns it off, and so does a finished run, so a step in a
+        user's own loop from those states is exact (a state saved during warmup still has it
+        on).
 
     What the driver needs:
 

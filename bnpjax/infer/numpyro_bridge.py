@@ -82,14 +82,17 @@ def kernel_step(algorithm: SamplingAlgorithm, run_key, sampler_state, i, num_war
     kernel's ``warmup_step``, or its adaptation switched on, while ``i < num_warmup``):
     ``(state, info, needed_more_room)``."""
     key = jax.random.fold_in(run_key, i)
-    if algorithm.set_adaptation is not None:
-        sampler_state = algorithm.set_adaptation(sampler_state, i < num_warmup)
+    switch = algorithm.set_adaptation
+    if switch is not None:
+        sampler_state = switch(sampler_state, i < num_warmup)
     if algorithm.warmup_step is None:
         new, info = algorithm.step(key, sampler_state)
     else:
         new, info = lax.cond(
             i < num_warmup, algorithm.warmup_step, algorithm.step, key, sampler_state
         )
+    if switch is not None:  # set for the next step: a state after warmup (NumPyro's
+        new = switch(new, i + 1 < num_warmup)  # post_warmup_state) steps exactly
     exceeded = getattr(info, CAPACITY_FIELDS[0], None)
     exceeded = jnp.zeros((), bool) if exceeded is None else jnp.any(exceeded)
     return new, info, exceeded
@@ -110,7 +113,9 @@ class NumPyroKernel(_mcmc_kernel_base()):
     algorithm
         any bnpjax :class:`~bnpjax.infer.SamplingAlgorithm`, e.g.
         ``bnpjax.models.ibp_lg.collapsed_gibbs(data)``. Its ``warmup_step`` (if any) is used
-        for the first ``num_warmup`` steps, its ``step`` afterwards, as in the driver.
+        for the first ``num_warmup`` steps, its ``step`` afterwards, as in the driver; a
+        kernel that adapts through its state (``set_adaptation``) has it on for those steps
+        and off after them (the state after warmup has it off).
     log_likelihood
         also keep the trace's pointwise log-likelihood (state field ``log_likelihood``,
         collected with ``mcmc.run(key, extra_fields=("log_likelihood",))`` and read by

@@ -90,6 +90,10 @@ def test_adaptation_is_on_during_warmup_only():
     samples = mcmc.get_samples(group_by_chain=True)
     for name in ("F", "W", "alpha"):
         np.testing.assert_allclose(samples[name], idata.posterior[name].values, rtol=1e-6)
+    # the state after warmup has the switch off: a step from it, in any loop, is exact
+    split = _mcmc(NumPyroKernel(algorithm), 4, 3)
+    split.warmup(jax.random.key(1))
+    assert not np.any(np.asarray(split.post_warmup_state.sampler_state.adapting))
 
 
 def test_warmup_then_run_continues_the_same_chains(ibp_run):

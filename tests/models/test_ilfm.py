@@ -293,7 +293,8 @@ def test_merge_split_keeps_every_logit_and_only_merges_identical_features():
 def test_nest_move_keeps_every_logit_and_undoes_itself():
     """Taking a nested feature out of the one holding it, or putting a disjoint one in,
     changes no logit and keeps K+ and the active block; the move back restores the state with
-    the reciprocal MH ratio. Its Geweke row is ilfm.gibbs.nest."""
+    the reciprocal MH ratio. Its own broken twin: the prior-invariance test below; with the
+    other moves: the Geweke row ilfm.gibbs.merge_split."""
     from bnpjax.models.ilfm.joint import _logits
     from bnpjax.models.ilfm.merge_split import _nest, nest_move
 

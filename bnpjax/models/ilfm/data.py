@@ -113,7 +113,8 @@ class ILFMInfo(NamedTuple):
         the number of accepted unique-feature moves that changed something (a birth, a
         death or new weights of an entity's own features) in the sweep.
     merges_splits
-        the number of accepted moves that merged two identical features or split one
+        the number of accepted moves that merged two identical features or split one, or
+        took a nested feature out of another or put a disjoint one in
         (:mod:`~bnpjax.models.ilfm.merge_split`) in the sweep.
     """
 

@@ -36,7 +36,8 @@ def _model_prior(key, num_entities, num_relations, num_covariates, hyper, capaci
     beta = hyper.sigma_beta * jax.random.normal(
         jax.random.fold_in(key_s, 1), (num_relations, num_covariates), dtype
     )
-    return ILFMState(draw.Z.astype(dtype), W * pair[None], bias, alpha, log_step, beta)
+    off = jnp.zeros((), bool)  # the step size is not adapted (ILFMState.adapting)
+    return ILFMState(draw.Z.astype(dtype), W * pair[None], bias, alpha, log_step, beta, off)
 
 
 def prior_sample(
