@@ -32,7 +32,9 @@ The cases (``--cases`` picks some):
 * ``ilfm_planted`` / ``ilfm_planted_pt``: the ``bnpjax demo ilfm`` data (40 entities, 3
   relations, 3 planted features; seed ``ILFM_PLANTED_SEED``, on whose data chains of the plain
   sampler stay in different configurations of features) and settings, without and with
-  replica exchange.
+  replica exchange; ``ilfm_planted_nest`` with replica exchange and 16 take-out-or-put-in
+  moves per sweep, ``ilfm_planted_nest_sd`` also with the weights' prior sd 2.5 (the
+  generator's).
 * ``fm_ml100k``: FM regression, rank 10, ML-100K u1 (80,000 ratings, one-hot users and items).
 * ``m3f_ml100k`` / ``ipm3f_ml100k``: Gibbs M3F (rank 10) and Gibbs iPM3F, C = 0.1,
   margin 9 (the authors' defaults), ML-100K u1.
@@ -124,7 +126,7 @@ def _ilfm_nations_pt():
     return algorithm, f"nations, {len(ILFM_TEMPERATURES)} temperatures", (300, 300)
 
 
-def _ilfm_planted(temperatures):
+def _ilfm_planted(temperatures, nest=0, sigma_w=1.0):
     def build():
         from bnpjax.cli import ilfm as demo
         from bnpjax.datasets import planted_relations
@@ -133,12 +135,16 @@ def _ilfm_planted(temperatures):
         sim = planted_relations(ILFM_PLANTED_SEED, num_entities=40, num_relations=3)
         data = ilfm.make_data(sim["Y"], mask=~sim["heldout"])
         algorithm = ilfm.gibbs(
-            data, capacity=8, init_strategy="cluster", num_init_features=demo.DEMO_INIT_FEATURES,
-            num_leapfrog=demo.DEMO_LEAPFROG, merge_split=demo.DEMO_MERGE_SPLIT,
-            pointwise_log_likelihood=False, temperatures=temperatures,
+            data, hyper=ilfm.make_hyper(sigma_w=sigma_w), capacity=8, init_strategy="cluster",
+            num_init_features=demo.DEMO_INIT_FEATURES, num_leapfrog=demo.DEMO_LEAPFROG,
+            merge_split=demo.DEMO_MERGE_SPLIT, nest=nest, pointwise_log_likelihood=False,
+            temperatures=temperatures,
         )  # fmt: skip
         rungs = "" if temperatures is None else f", {len(temperatures)} temperatures"
-        return algorithm, f"demo ilfm data, seed {ILFM_PLANTED_SEED}{rungs}", (300, 700)
+        extra = (f", {nest} nest moves" if nest else "") + (
+            f", weights' prior sd {sigma_w}" if sigma_w != 1.0 else ""
+        )
+        return algorithm, f"demo ilfm data, seed {ILFM_PLANTED_SEED}{rungs}{extra}", (300, 700)
 
     return build
 
@@ -212,6 +218,8 @@ CASES = {
     "ilfm_nations_pt": _ilfm_nations_pt,
     "ilfm_planted": _ilfm_planted(None),
     "ilfm_planted_pt": _ilfm_planted(ILFM_TEMPERATURES),
+    "ilfm_planted_nest": _ilfm_planted(ILFM_TEMPERATURES, nest=16),
+    "ilfm_planted_nest_sd": _ilfm_planted(ILFM_TEMPERATURES, nest=16, sigma_w=2.5),
     "fm_ml100k": _fm_ml100k,
     "m3f_ml100k": _m3f(False),
     "ipm3f_ml100k": _m3f(True),
