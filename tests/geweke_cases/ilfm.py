@@ -17,7 +17,7 @@ from bnpjax.models import ilfm
 from bnpjax.models.ilfm.entity_scan import laplace_weights
 from bnpjax.models.ilfm.gibbs import _step
 from bnpjax.models.ilfm.joint import _logits, _offset, per_relation
-from bnpjax.models.ilfm.merge_split import merge_split_moves
+from bnpjax.models.ilfm.merge_split import _nested_and_disjoint, merge_split_moves
 from bnpjax.testing import GewekeCase
 
 N, R, CAPACITY = 5, 2, 24
@@ -47,14 +47,10 @@ def statistics(state, data):
 def nest_statistics(state, data):
     """:func:`statistics` and how the features nest: the sizes' spread and the nested and
     disjoint pairs, which the take-out-or-put-in move changes and no logit shows."""
-    m = state.F.sum(0)
-    overlap = state.F.T @ state.F
-    both = (m > 0)[:, None] & (m > 0)[None, :]
-    nested = both & (overlap == m[None, :]) & (m[None, :] < m[:, None])
-    disjoint = both & (overlap == 0)
+    nested, disjoint = _nested_and_disjoint(state.F)
     return {
         **statistics(state, data),
-        "sum m^2": jnp.sum(m**2),
+        "sum m^2": jnp.sum(state.F.sum(0) ** 2),
         "nested pairs": jnp.sum(nested).astype(float),
         "disjoint pairs": jnp.sum(disjoint).astype(float),
     }

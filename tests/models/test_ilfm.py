@@ -340,7 +340,7 @@ def _nest_shifts(correct, num_chains=20_000, num_moves=100):
     across chains, so their standard error is their sd / sqrt(chains))."""
     from scipy.stats import norm
 
-    from bnpjax.models.ilfm.merge_split import nest_move
+    from bnpjax.models.ilfm.merge_split import _nested_and_disjoint, nest_move
 
     data = ilfm.make_data(np.zeros((2, 5, 5)))
     hyper = ilfm.make_hyper(alpha_prior=(3.0, 3.0))
@@ -348,12 +348,9 @@ def _nest_shifts(correct, num_chains=20_000, num_moves=100):
     start = jax.vmap(lambda k: ilfm.geweke.prior_sample(k, data, hyper, capacity=8))(keys)
 
     def statistics(F, W):
-        m = F.sum(0)
-        overlap = F.T @ F
-        both = (m > 0)[:, None] & (m > 0)[None, :]
-        nested = both & (overlap == m[None, :]) & (m[None, :] < m[:, None])
-        disjoint = both & (overlap == 0)
-        return jnp.stack([F.sum(), jnp.sum(m**2), jnp.sum(W**2), nested.sum(), disjoint.sum()])
+        nested, disjoint = _nested_and_disjoint(F)
+        sizes = jnp.sum(F.sum(0) ** 2)
+        return jnp.stack([F.sum(), sizes, jnp.sum(W**2), nested.sum(), disjoint.sum()])
 
     def chain(key, F, W):
         def one(t, carry):

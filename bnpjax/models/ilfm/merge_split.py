@@ -215,13 +215,14 @@ def _nested_and_disjoint(F):
     return nested, disjoint
 
 
-def _nest(F, W, k, l, take_out, sigma_w, correct=True):
+def _nest(F, W, k, l, take_out, sigma_w, correct=True, pairs=None):
     """Take ``l`` out of ``k`` (``take_out``) or put it in, with the weights that keep every
-    logit: ``(F', W', log MH ratio)`` (module docstring)."""
+    logit: ``(F', W', log MH ratio)`` (module docstring). ``pairs``: ``F``'s
+    :func:`_nested_and_disjoint`, when the caller has them."""
     N = F.shape[0]
     dtype = W.dtype
     m = F.sum(0)
-    nested, disjoint = _nested_and_disjoint(F)
+    nested, disjoint = _nested_and_disjoint(F) if pairs is None else pairs
     sign = jnp.where(take_out, 1.0, -1.0).astype(dtype)
     F_new = F.at[:, k].add(-sign * F[:, l])
     W_new = W.at[:, :, l].add(sign * W[:, :, k])
@@ -251,7 +252,9 @@ def nest_move(key, F, W, sigma_w, correct=True):
     take_out = jax.random.bernoulli(key_kind)
     pairs = jnp.where(take_out, nested, disjoint)
     pick = jax.random.categorical(key_pick, jnp.where(pairs, 0.0, -jnp.inf).reshape(-1))
-    F_new, W_new, log_ratio = _nest(F, W, pick // C, pick % C, take_out, sigma_w, correct)
+    F_new, W_new, log_ratio = _nest(
+        F, W, pick // C, pick % C, take_out, sigma_w, correct, pairs=(nested, disjoint)
+    )
     log_u = jnp.log(jax.random.uniform(key_u, (), W.dtype))
     take = jnp.any(pairs) & (log_u < log_ratio)
     return jnp.where(take, F_new, F), jnp.where(take, W_new, W), take
