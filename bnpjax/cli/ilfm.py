@@ -167,6 +167,19 @@ def add_fit_arguments(parser) -> None:
         "a disjoint one in (nested features, like copies, change no link)",
     )
     parser.add_argument(
+        "--ridge",
+        action="store_true",
+        help="draw the biases and weights along the directions no link sees (features that "
+        "together cover every entity trade off exactly with the bias) from their prior",
+    )
+    parser.add_argument(
+        "--sigma-w-prior",
+        default=None,
+        metavar="SHAPE,SCALE",
+        help="an inverse-Gamma prior of the weights' variance, e.g. 2,2: the weights' scale is "
+        "then sampled (default: fixed at 1)",
+    )
+    parser.add_argument(
         "--temperatures",
         default=None,
         help="replica exchange: comma-separated inverse temperatures, 1 first and decreasing "
@@ -187,6 +200,21 @@ def _temperatures(text: str | None) -> tuple[float, ...] | None:
         return check_temperatures(text.split(","), "--temperatures")
     except ValueError as err:
         raise UsageError(str(err)) from None
+
+
+def _hyper(text: str | None):
+    from bnpjax.models import ilfm
+
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        prior = tuple(float(part) for part in parts)
+        if len(prior) != 2:
+            raise ValueError(f"two numbers, got {len(prior)}")
+        return ilfm.make_hyper(sigma_w_prior=prior)
+    except ValueError as err:
+        raise UsageError(f"--sigma-w-prior must be SHAPE,SCALE (positive numbers): {err}") from None
 
 
 def _read_links(args) -> np.ndarray:
@@ -231,19 +259,23 @@ def fit(args) -> int:
             low = "0" if zero_allowed else "1"
             raise UsageError(f"--{option.replace('_', '-')} must be at least {low}, got {value}")
     temperatures = _temperatures(args.temperatures)
+    hyper = _hyper(args.sigma_w_prior)
     data = ilfm.make_data(_read_links(args))
     algorithm = ilfm.gibbs(
         data,
+        hyper,
         capacity=args.capacity,
         mode=args.mode,
         init_strategy=args.init,
         num_init_features=args.init_features,
         merge_split=args.merge_split,
         nest=args.nest,
+        ridge=args.ridge,
         temperatures=temperatures,
     )
     idata = sample(algorithm, args)
-    print(summary(idata, ["num_features", "alpha"]).to_string())
+    scale = ["sigma_w"] if args.sigma_w_prior else []
+    print(summary(idata, ["num_features", "alpha", *scale]).to_string())
     out = write_idata(idata, args.out)
     R, N = data.Y.shape[:2]
     observed = int(np.asarray(data.mask).sum())

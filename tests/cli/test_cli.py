@@ -208,10 +208,16 @@ def test_demo_and_fit_ilfm(tmp_path, capsys):
     edges = edges[:, edges[0] != edges[1]]
     (tmp_path / "edges.tsv").write_text("\n".join("\t".join(map(str, e)) for e in edges.T))
     out = tmp_path / "ilfm.nc"
-    rc = main(["fit", "ilfm", "--data", str(tmp_path / "edges.tsv"), "--out", str(out), *argv])
+    scale = ["--ridge", "--sigma-w-prior", "2,2"]
+    rc = main(["fit", "ilfm", "--data", str(tmp_path / "edges.tsv"), "--out", str(out), *argv,
+               *scale])  # fmt: skip
     assert rc == 0
-    assert "12 entities, 2 relations" in capsys.readouterr().out
-    assert az.from_netcdf(str(out)).posterior["F"].shape[:3] == (1, 20, 12)
+    printed = capsys.readouterr().out
+    assert "12 entities, 2 relations" in printed and "sigma_w" in printed
+    posterior = az.from_netcdf(str(out)).posterior
+    assert posterior["F"].shape[:3] == (1, 20, 12) and posterior["sigma_w"].shape == (1, 20)
+    assert main(["fit", "ilfm", "--data", str(tmp_path / "edges.tsv"), "--sigma-w-prior", "2"]) == 2
+    assert "--sigma-w-prior must be SHAPE,SCALE" in capsys.readouterr().err
     (tmp_path / "bad.tsv").write_text("0\t1\n2\t-1\n")
     assert main(["fit", "ilfm", "--data", str(tmp_path / "bad.tsv"), *argv]) == 2
     assert "line 2, column 'c2': -1 is not an id" in capsys.readouterr().err

@@ -22,6 +22,8 @@ from bnpjax.testing import GewekeCase
 
 N, R, CAPACITY = 5, 2, 24
 HYPER = ilfm.make_hyper(alpha_prior=(3.0, 3.0), sigma_w=1.0, sigma_s=1.0)
+#: the same with the weights' scale sampled (inverse-Gamma prior of sigma_w^2, mean 1)
+HYPER_SCALE = ilfm.make_hyper(alpha_prior=(3.0, 3.0), sigma_s=1.0, sigma_w_prior=(3.0, 2.0))
 
 
 def statistics(state, data):
@@ -48,11 +50,18 @@ def nest_statistics(state, data):
     """:func:`statistics` and how the features nest: the sizes' spread and the nested and
     disjoint pairs, which the take-out-or-put-in move changes and no logit shows."""
     nested, disjoint = _nested_and_disjoint(state.F)
+    scale = {}
+    if state.sigma_w is not None:  # the weights' scale and the weights on it
+        scale = {
+            "sigma_w": state.sigma_w,
+            "sum W^2 / sigma_w^2": jnp.sum(state.W**2) / state.sigma_w**2,
+        }
     return {
         **statistics(state, data),
         "sum m^2": jnp.sum(state.F.sum(0) ** 2),
         "nested pairs": jnp.sum(nested).astype(float),
         "disjoint pairs": jnp.sum(disjoint).astype(float),
+        **scale,
     }
 
 
@@ -79,7 +88,7 @@ def _rate_alpha(alpha, num_entities):
 def _broken(data, hyper, settings, **slip):
     """:func:`ilfm.gibbs` with its step built with ``slip`` (a private keyword of the step)."""
     algorithm = ilfm.gibbs(data, hyper, **settings)
-    names = ("kappa", "num_leapfrog", "weights", "likelihood", "merge_split", "nest")
+    names = ("kappa", "num_leapfrog", "weights", "likelihood", "merge_split", "nest", "ridge")
     moves = {k: settings[k] for k in names if k in settings}
     mode = settings.get("mode", "global")
     broken_step = bind(_step, data, hyper, mode=mode, adapt=False, **slip, **moves)
@@ -137,7 +146,7 @@ CASES = [
         factory=ilfm.gibbs,
         data=_data(covariates=True),
         hyper=HYPER,
-        settings=_settings("hmc", "logit"),
+        settings={**_settings("hmc", "logit"), "ridge": True},  # the bias moves with beta' x
         statistics=statistics,
         broken_factory=broken_gibbs,  # a new-feature rate N times too large
         num_marginal=20_000,
@@ -174,14 +183,15 @@ CASES = [
         broken_num_successive=1_000,
         seed=4,
     ),
-    GewekeCase(  # the merge-split move of identical features and the take-out-or-put-in move
-        # (its own broken twin: tests/models/test_ilfm.py), on top of every other move
+    GewekeCase(  # the merge-split move of identical features, the take-out-or-put-in move,
+        # the ridge move and the weights' scale (their own broken twins:
+        # tests/models/test_ilfm.py and test_ilfm_ridge.py), on top of every other move
         name="ilfm.gibbs.merge_split",
         module=ilfm.geweke,
         factory=ilfm.gibbs,
         data=_data(covariates=False),
-        hyper=HYPER,
-        settings={**_settings("hmc", "logit"), "merge_split": 3, "nest": 6},
+        hyper=HYPER_SCALE,
+        settings={**_settings("hmc", "logit"), "merge_split": 3, "nest": 6, "ridge": True},
         statistics=nest_statistics,
         broken_factory=broken_merge_split_gibbs,
         num_marginal=20_000,

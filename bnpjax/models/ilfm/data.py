@@ -50,7 +50,10 @@ class ILFMHyper(NamedTuple):
         the Gamma(shape, rate) prior of the IBP concentration alpha.
     sigma_w, sigma_s, sigma_beta
         prior standard deviations of the feature weights, the relation biases and the
-        covariate coefficients.
+        covariate coefficients; with a prior on the weights' scale, ``sigma_w`` is where
+        its chains start.
+    sigma_w_shape, sigma_w_scale
+        the inverse-Gamma(shape, scale) prior of ``sigma_w^2`` (None: ``sigma_w`` is fixed).
     """
 
     alpha_shape: jax.Array
@@ -58,6 +61,8 @@ class ILFMHyper(NamedTuple):
     sigma_w: jax.Array
     sigma_s: jax.Array
     sigma_beta: jax.Array
+    sigma_w_shape: jax.Array | None = None
+    sigma_w_scale: jax.Array | None = None
 
 
 class ILFMState(NamedTuple):
@@ -82,6 +87,10 @@ class ILFMState(NamedTuple):
         whether a step adapts the step size (boolean; the driver switches it on for warmup
         and off for the kept draws: ``SamplingAlgorithm.set_adaptation``). ``None`` (a state
         built by hand) adapts only in a step built with ``adapt=True``.
+    sigma_w
+        the weights' prior standard deviation, sampled when the hyperparameters put a prior
+        on it (``make_hyper(sigma_w_prior=...)``); ``None`` otherwise (then
+        ``ILFMHyper.sigma_w`` is used).
     """
 
     F: jax.Array
@@ -91,6 +100,7 @@ class ILFMState(NamedTuple):
     log_step_size: jax.Array
     beta: jax.Array
     adapting: jax.Array | None = None
+    sigma_w: jax.Array | None = None
 
 
 class ILFMInfo(NamedTuple):
@@ -130,7 +140,11 @@ class ILFMInfo(NamedTuple):
 
 @renamed_arguments(alpha="alpha_prior")
 def make_hyper(
-    alpha_prior=(1.0, 1.0), sigma_w: float = 1.0, sigma_s: float = 3.0, sigma_beta: float = 1.0
+    alpha_prior=(1.0, 1.0),
+    sigma_w: float = 1.0,
+    sigma_s: float = 3.0,
+    sigma_beta: float = 1.0,
+    sigma_w_prior=None,
 ) -> ILFMHyper:
     """Hyperparameters of the model.
 
@@ -141,6 +155,15 @@ def make_hyper(
         the deprecated spelling).
     sigma_w, sigma_s, sigma_beta
         prior standard deviations of the weights, the biases and the covariate coefficients.
+    sigma_w_prior
+        ``(shape, scale)`` of an inverse-Gamma prior of ``sigma_w^2``: the sampler then draws
+        the weights' scale from its conditional every sweep, starting at ``sigma_w``. None
+        (the default, as Miller et al. 2009) keeps ``sigma_w`` fixed. The weights' scale sets
+        how many features the links need: weights narrower than the data's make the posterior
+        build a strong feature from several weak ones (nested features or copies), so a fixed
+        ``sigma_w`` far from the weights the links need changes ``K+``, where a sampled one
+        adapts to them. ``(2, 2)``, for example, gives ``sigma_w^2`` mean 2 and puts 95 % of
+        ``sigma_w`` between 0.6 and 2.9 a priori.
 
     Returns
     -------
@@ -149,8 +172,13 @@ def make_hyper(
     if alpha_prior is None:
         raise ValueError("alpha_prior must be (shape, rate): the ILFM samples alpha")
     shape, rate = alpha_prior
-    values = (shape, rate, sigma_w, sigma_s, sigma_beta)
-    names = ("alpha_prior shape", "alpha_prior rate", "sigma_w", "sigma_s", "sigma_beta")
+    values = [shape, rate, sigma_w, sigma_s, sigma_beta]
+    names = ["alpha_prior shape", "alpha_prior rate", "sigma_w", "sigma_s", "sigma_beta"]
+    if sigma_w_prior is not None:
+        if np.ndim(sigma_w_prior) != 1 or len(sigma_w_prior) != 2:
+            raise ValueError(f"sigma_w_prior must be (shape, scale), got {sigma_w_prior!r}")
+        values += list(sigma_w_prior)
+        names += ["sigma_w_prior shape", "sigma_w_prior scale"]
     for name, value in zip(names, values, strict=True):
         check_positive(value, name)
     dtype = jnp.result_type(float)

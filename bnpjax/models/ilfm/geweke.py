@@ -30,14 +30,21 @@ def _model_prior(key, num_entities, num_relations, num_covariates, hyper, capaci
     alpha = jax.random.gamma(key_a, hyper.alpha_shape, dtype=dtype) / hyper.alpha_rate
     draw = ibp.sample_buffet(key_f, alpha, num_entities, capacity)
     pair = draw.active[:, None] & draw.active[None, :]
-    W = hyper.sigma_w * jax.random.normal(key_w, (num_relations, capacity, capacity), dtype)
+    sigma_w = None
+    if hyper.sigma_w_shape is not None:  # sigma_w^2 ~ InvGamma(shape, scale)
+        precision = jax.random.gamma(jax.random.fold_in(key_w, 1), hyper.sigma_w_shape, dtype=dtype)
+        sigma_w = jnp.sqrt(hyper.sigma_w_scale / precision)
+    scale = hyper.sigma_w if sigma_w is None else sigma_w
+    W = scale * jax.random.normal(key_w, (num_relations, capacity, capacity), dtype)
     bias = hyper.sigma_s * jax.random.normal(key_s, (num_relations,), dtype)
     log_step = jnp.asarray(math.log(step_size), dtype)
     beta = hyper.sigma_beta * jax.random.normal(
         jax.random.fold_in(key_s, 1), (num_relations, num_covariates), dtype
     )
     off = jnp.zeros((), bool)  # the step size is not adapted (ILFMState.adapting)
-    return ILFMState(draw.Z.astype(dtype), W * pair[None], bias, alpha, log_step, beta, off)
+    return ILFMState(
+        draw.Z.astype(dtype), W * pair[None], bias, alpha, log_step, beta, off, sigma_w
+    )
 
 
 def prior_sample(
@@ -50,8 +57,9 @@ def prior_sample(
     mode: str = "global",
     **settings,
 ) -> ILFMState:
-    """Parameters from the prior: alpha, ``F`` by the buffet process, ``W`` on the active
-    block, the biases and the covariate coefficients, for the shapes of ``data``.
+    """Parameters from the prior: alpha, ``F`` by the buffet process, the weights' scale
+    (when it has a prior), ``W`` on the active block, the biases and the covariate
+    coefficients, for the shapes of ``data``.
 
     Parameters
     ----------

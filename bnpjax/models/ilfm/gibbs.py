@@ -46,8 +46,9 @@ from bnpjax.models.ilfm.joint import (
     pointwise_log_likelihood,
 )
 from bnpjax.models.ilfm.merge_split import merge_split_moves, nest_moves
+from bnpjax.models.ilfm.ridge import ridge_move
 from bnpjax.models.ilfm.start import INIT_STRATEGIES, _block_weights, cluster_features
-from bnpjax.models.ilfm.weights import hmc, random_walk
+from bnpjax.models.ilfm.weights import hmc, random_walk, sample_weight_scale
 from bnpjax.priors import ibp
 
 __all__ = ["MODES", "WEIGHT_MOVES", "build_step", "gibbs", "init"]
@@ -84,15 +85,33 @@ def _model_init(data, hyper, key, *, capacity, num_init_features, step_size, alp
     beta = jnp.zeros((R, data.X.shape[0]), dtype)
     log_step = jnp.asarray(math.log(step_size), dtype)
     alpha = jnp.asarray(alpha, dtype)
-    return ILFMState(F.astype(dtype), W, bias, alpha, log_step, beta, jnp.zeros((), bool))
+    # the weights' scale is in the state only when it is sampled: a fixed one leaves the
+    # state (and every draw) as it was before the prior existed
+    sigma_w = None if hyper.sigma_w_shape is None else jnp.asarray(hyper.sigma_w, dtype)
+    off = jnp.zeros((), bool)
+    return ILFMState(F.astype(dtype), W, bias, alpha, log_step, beta, off, sigma_w)
+
+
+def _current_hyper(hyper: ILFMHyper, state: ILFMState) -> ILFMHyper:
+    """``hyper`` with the weights' scale of ``state`` when the state samples it: every move
+    of a sweep is exact given the current scale, and reads it from the hyperparameters."""
+    if (state.sigma_w is None) != (hyper.sigma_w_shape is None):
+        raise ValueError(
+            "state.sigma_w must be a value exactly when hyper has a sigma_w_prior: build the "
+            "state with init (or prior_sample) from the same hyper"
+        )
+    if state.sigma_w is None:
+        return hyper
+    return hyper._replace(sigma_w=state.sigma_w)
 
 
 def _model_step(
     data, hyper, key, state, *, kappa, num_leapfrog, adapt, weights, likelihood,
     new_feature_rate=ibp_rate, birth="laplace", merge_split=0, merge_split_move=merge_split_moves,
-    nest=0, nest_move=nest_moves,
+    nest=0, nest_move=nest_moves, ridge=False,
 ):  # fmt: skip
     key_flip, key_birth, key_hmc, key_alpha = jax.random.split(key, 4)
+    hyper = _current_hyper(hyper, state)
     F, W = state.F, state.W
     N, C = F.shape
     uniforms = jax.random.uniform(key_flip, (N, C), F.dtype)
@@ -127,15 +146,20 @@ def _model_step(
     if nest:  # its own key too; K+ and the slots do not change
         F, W, nests = nest_move(jax.random.fold_in(key, 8), F, W, hyper.sigma_w, nest)
         merges_splits = merges_splits + nests
+    bias = state.bias
+    if ridge:  # its own key too
+        W, bias, _ = ridge_move(
+            jax.random.fold_in(key, 10), data, hyper, F, W, bias, state.beta, likelihood
+        )
     if weights == "hmc":
         W, bias, beta, accept_prob = hmc(
-            key_hmc, data, hyper, F, W, state.bias, state.beta, state.log_step_size,
+            key_hmc, data, hyper, F, W, bias, state.beta, state.log_step_size,
             num_leapfrog, likelihood,
         )  # fmt: skip
         target_accept = 0.8
     else:
         W, bias, accept_prob = random_walk(
-            key_hmc, data, hyper, F, W, state.bias, state.log_step_size, likelihood
+            key_hmc, data, hyper, F, W, bias, state.log_step_size, likelihood
         )
         beta = state.beta
         target_accept = 0.44
@@ -146,7 +170,12 @@ def _model_step(
         log_step = moved if adapt else jnp.where(state.adapting, moved, log_step)
     k_plus = jnp.sum(F.sum(0) > 0)
     alpha = ibp.sample_alpha(key_alpha, k_plus, N, hyper.alpha_shape, hyper.alpha_rate)
-    new = ILFMState(F, W, bias, alpha.astype(F.dtype), log_step, beta, state.adapting)
+    sigma_w = state.sigma_w
+    if sigma_w is not None:  # its own key: the other draws do not change with it
+        sigma_w = sample_weight_scale(
+            jax.random.fold_in(key, 9), F, W, hyper.sigma_w_shape, hyper.sigma_w_scale
+        )
+    new = ILFMState(F, W, bias, alpha.astype(F.dtype), log_step, beta, state.adapting, sigma_w)
     info = ILFMInfo(
         lp=log_joint(data, hyper, new, likelihood),
         num_features=k_plus.astype(jnp.int32),
@@ -233,6 +262,7 @@ def _trace(data, hyper, observed, state, info, *, mode, likelihood):
     posterior = {
         "num_features": info.num_features,
         "alpha": state.alpha,
+        **({} if state.sigma_w is None else {"sigma_w": state.sigma_w}),
         "bias": bias,
         "F": state.F,
         "W": state.W[:, 0] if single else state.W,
@@ -283,6 +313,12 @@ def _check_moves(value, name):
     if value >= 2**31:  # the move loop's bound is an int32
         raise ValueError(f"{name} must be below 2**31, got {value}")
     return value
+
+
+def _check_flag(value, name):
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def _default_num_init_features(data, mode, init_strategy, num_init_features, capacity):
@@ -342,12 +378,13 @@ def build_step(
     birth: str = "laplace",
     merge_split: int = 0,
     nest: int = 0,
+    ridge: bool = False,
 ):
     """The sampler's transition (module docstring) for the given settings.
 
     Parameters
     ----------
-    kappa, num_leapfrog, weights, likelihood, mode, birth, merge_split, nest
+    kappa, num_leapfrog, weights, likelihood, mode, birth, merge_split, nest, ridge
         as in :func:`gibbs`.
     adapt
         adapt the weight move's step size at every step (a warmup step; the kept chain uses
@@ -366,6 +403,7 @@ def build_step(
         birth=birth,
         merge_split=_check_moves(merge_split, "merge_split"),
         nest=_check_moves(nest, "nest"),
+        ridge=_check_flag(ridge, "ridge"),
         kappa=check_integer(kappa, "kappa"),
         num_leapfrog=check_integer(num_leapfrog, "num_leapfrog"),
         adapt=bool(adapt),
@@ -403,6 +441,7 @@ def gibbs(
     birth: str = "laplace",
     merge_split: int = 0,
     nest: int = 0,
+    ridge: bool = False,
     temperatures=None,
 ) -> SamplingAlgorithm:
     """The ILFM sampler as a kernel for :func:`bnpjax.sample`.
@@ -412,7 +451,10 @@ def gibbs(
     data
         from :func:`make_data`.
     hyper
-        from :func:`make_hyper` (default: its defaults).
+        from :func:`make_hyper` (default: its defaults); with its ``sigma_w_prior`` the
+        sampler draws the weights' scale every sweep
+        (:func:`~bnpjax.models.ilfm.weights.sample_weight_scale`) and traces it as
+        ``sigma_w``.
     capacity
         the initial size of the feature buffer (the driver grows it when needed).
     kappa
@@ -464,6 +506,15 @@ def gibbs(
         that the posterior holds such nested features (on the planted data of ``bnpjax demo
         ilfm`` at seeds 2 and 3, K+ 4-5 in every chain, where chains without it were at 3
         for 31-75 % of their draws).
+    ridge
+        draw every relation's bias and weights along the directions that change no logit
+        from the prior's conditional on them, once per sweep, before the weight move
+        (:mod:`~bnpjax.models.ilfm.ridge`): the bias against the weights of features that
+        cover every entity together (two complementary features, say), and the weights of
+        features that are linear combinations of others. The HMC move crosses such ridges by
+        a random walk; on the planted data of ``bnpjax demo ilfm`` at seed 2, with a prior on
+        the weights' scale and nest moves, it took the bulk ESS of two of the three biases
+        from 398 and 526 to 1,900-2,800 of 2,800 draws, at no measurable cost per sweep.
     temperatures
         inverse temperatures for replica exchange (None: none), 1 first and
         strictly decreasing, e.g. ``bnpjax.infer.tempering.geometric_temperatures(4, 0.4)``.
@@ -494,6 +545,7 @@ def gibbs(
     num_leapfrog = check_integer(num_leapfrog, "num_leapfrog")
     merge_split = _check_moves(merge_split, "merge_split")
     nest = _check_moves(nest, "nest")
+    ridge = _check_flag(ridge, "ridge")
     if temperatures is not None:
         temperatures = check_temperatures(temperatures)
     step_size = check_positive(step_size, "step_size")
@@ -510,7 +562,7 @@ def gibbs(
     dims = {"bias": ["relation"], "F": ["entity", "feature"], "beta": ["relation", "covariate"],
             "W": ["relation", "feature", "feature2"], "Y": ["obs"]}  # fmt: skip
     if single:
-        dims.update(num_features=["relation"], alpha=["relation"],
+        dims.update(num_features=["relation"], alpha=["relation"], sigma_w=["relation"],
                     F=["relation", "entity", "feature"])  # fmt: skip
     observed_data, constant_data = {}, {}
     if entries is not None:
@@ -525,10 +577,10 @@ def gibbs(
         constant_data=constant_data,
         settings={"kappa": kappa, "num_leapfrog": num_leapfrog, "mode": mode,
                   "weights": weights, "likelihood": likelihood, "birth": birth,
-                  "merge_split": merge_split, "nest": nest},
+                  "merge_split": merge_split, "nest": nest, "ridge": ridge},
     )  # fmt: skip
     moves = dict(kappa=kappa, num_leapfrog=num_leapfrog, weights=weights, likelihood=likelihood,
-                 birth=birth, merge_split=merge_split, nest=nest)  # fmt: skip
+                 birth=birth, merge_split=merge_split, nest=nest, ridge=ridge)  # fmt: skip
     start = dict(num_init_features=num_init_features, init_strategy=init_strategy,
                  step_size=step_size, alpha=alpha)  # fmt: skip
 

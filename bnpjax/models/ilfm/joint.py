@@ -88,11 +88,12 @@ def pointwise_log_likelihood(state: ILFMState, data: ILFMData, likelihood: str =
 def log_joint(
     data: ILFMData, hyper: ILFMHyper, state: ILFMState, likelihood: str = "logit"
 ) -> jax.Array:
-    """``log p(Y_obs, F, W_active, bias, beta, alpha)``.
+    """``log p(Y_obs, F, W_active, bias, beta, alpha)`` (and ``sigma_w^2`` when sampled).
 
     The masked Bernoulli likelihood, the Normal priors of the active weights, the biases and
     the coefficients, the IBP probability of the equivalence class of ``F``
-    (:func:`bnpjax.priors.ibp.log_prob`) and the Gamma prior of alpha.
+    (:func:`bnpjax.priors.ibp.log_prob`), the Gamma prior of alpha and, with a prior on the
+    weights' scale, its inverse-Gamma density at ``sigma_w^2``.
 
     Parameters
     ----------
@@ -117,11 +118,17 @@ def log_joint(
     offset = _offset(state.bias, state.beta, data.X)
     eta = _logits(state.F, state.W, offset)
     log_lik = jnp.sum(_bernoulli(data.Y, eta, data.mask, likelihood))
-    sw2, ss2, sb2 = hyper.sigma_w**2, hyper.sigma_s**2, hyper.sigma_beta**2
+    sigma_w = hyper.sigma_w if state.sigma_w is None else state.sigma_w
+    sw2, ss2, sb2 = sigma_w**2, hyper.sigma_s**2, hyper.sigma_beta**2
     R = state.W.shape[0]
     log_w = -0.5 * jnp.sum(pair * state.W**2) / sw2 - 0.5 * R * jnp.sum(pair) * jnp.log(
         2 * math.pi * sw2
     )
+    if state.sigma_w is not None:  # the inverse-Gamma(shape, scale) prior of sigma_w^2
+        a, b = hyper.sigma_w_shape, hyper.sigma_w_scale
+        log_w = log_w + (
+            a * jnp.log(b) - jax.scipy.special.gammaln(a) - (a + 1) * jnp.log(sw2) - b / sw2
+        )
     log_s = -0.5 * jnp.sum(state.bias**2) / ss2 - 0.5 * R * jnp.log(2 * math.pi * ss2)
     log_s = (
         log_s

@@ -1,7 +1,8 @@
 """Step 3 of the ILFM sampler: the weights of the active features, the biases and the
 covariate coefficients, jointly by Hamiltonian Monte Carlo (the default) or one weight at a
 time by random-walk Metropolis-Hastings (``weights="random_walk"``). Both are exact MH moves
-for a fixed step size; the step size is adapted during warmup only.
+for a fixed step size; the step size is adapted during warmup only. With a prior on the
+weights' scale, :func:`sample_weight_scale` then draws it from its conditional.
 
 References
 ----------
@@ -18,7 +19,7 @@ import jax.numpy as jnp
 
 from bnpjax.models.ilfm.joint import _bernoulli, _logits, _offset
 
-__all__ = ["hmc", "random_walk"]
+__all__ = ["hmc", "random_walk", "sample_weight_scale"]
 
 
 def hmc(key, data, hyper, F, W, bias, beta, log_step_size, num_leapfrog, likelihood):
@@ -125,3 +126,42 @@ def random_walk(key, data, hyper, F, W, bias, log_step_size, likelihood):
     bias = jnp.where(take, b_new, bias)
     accept = (total + jnp.mean(jnp.exp(jnp.minimum(gain, 0.0)))) / (num_pairs + 1)
     return W, bias, accept
+
+
+def sample_weight_scale(key, F, W, shape, scale):
+    r"""The weights' prior standard deviation from its conditional, given the active weights.
+
+    With :math:`\sigma_w^2 \sim \mathrm{InvGamma}(a, b)` and the :math:`n = R K_+^2` weights of
+    the active features i.i.d. :math:`\mathcal N(0, \sigma_w^2)`, the conditional is
+    conjugate: :math:`\sigma_w^2 \mid W \sim \mathrm{InvGamma}(a + n / 2,\; b + \tfrac12
+    \sum w^2)`. The weights outside the active block are zero and not part of the model, so
+    they count for nothing. An exact Gibbs step: every other move of the sweep is exact given
+    :math:`\sigma_w`, and this one draws it given the rest.
+
+    Parameters
+    ----------
+    key
+        a ``jax.random.key``.
+    F, W
+        the features (N, capacity) and the weights (R, capacity, capacity) of one model.
+    shape, scale
+        the inverse-Gamma prior of :math:`\sigma_w^2`.
+
+    Returns
+    -------
+    jax.Array
+        the new :math:`\sigma_w` (a scalar).
+
+    References
+    ----------
+    Gelman, A., Carlin, J. B., Stern, H. S., Dunson, D. B., Vehtari, A. and Rubin, D. B.
+    (2013). Bayesian Data Analysis, 3rd ed., section 3.3 (the normal variance's conjugate
+    prior).
+    """
+    active = F.sum(0) > 0
+    pair = (active[:, None] & active[None, :]).astype(W.dtype)
+    count = W.shape[0] * jnp.sum(pair)
+    precision = jax.random.gamma(key, shape + 0.5 * count, dtype=W.dtype) / (
+        scale + 0.5 * jnp.sum(pair * W**2)
+    )
+    return jax.lax.rsqrt(precision)
