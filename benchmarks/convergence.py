@@ -34,7 +34,9 @@ The cases (``--cases`` picks some):
   sampler stay in different configurations of features) and settings, without and with
   replica exchange; ``ilfm_planted_nest`` with replica exchange and 16 take-out-or-put-in
   moves per sweep, ``ilfm_planted_nest_sd`` also with the weights' prior sd 2.5 (the
-  generator's).
+  generator's); ``ilfm_planted_scale`` with nest moves, the ridge move and the weights'
+  scale sampled (``sigma_w^2 ~ InvGamma(2, 2)``), ``ilfm_planted_scale_long`` the same with
+  60 leapfrog steps instead of the demo's 25.
 * ``fm_ml100k``: FM regression, rank 10, ML-100K u1 (80,000 ratings, one-hot users and items).
 * ``m3f_ml100k`` / ``ipm3f_ml100k``: Gibbs M3F (rank 10) and Gibbs iPM3F, C = 0.1,
   margin 9 (the authors' defaults), ML-100K u1.
@@ -126,7 +128,9 @@ def _ilfm_nations_pt():
     return algorithm, f"nations, {len(ILFM_TEMPERATURES)} temperatures", (300, 300)
 
 
-def _ilfm_planted(temperatures, nest=0, sigma_w=1.0):
+def _ilfm_planted(
+    temperatures, nest=0, sigma_w=1.0, sigma_w_prior=None, ridge=False, num_leapfrog=None
+):
     def build():
         from bnpjax.cli import ilfm as demo
         from bnpjax.datasets import planted_relations
@@ -134,15 +138,21 @@ def _ilfm_planted(temperatures, nest=0, sigma_w=1.0):
 
         sim = planted_relations(ILFM_PLANTED_SEED, num_entities=40, num_relations=3)
         data = ilfm.make_data(sim["Y"], mask=~sim["heldout"])
+        leapfrog = num_leapfrog or demo.DEMO_LEAPFROG
+        hyper = ilfm.make_hyper(sigma_w=sigma_w, sigma_w_prior=sigma_w_prior)
         algorithm = ilfm.gibbs(
-            data, hyper=ilfm.make_hyper(sigma_w=sigma_w), capacity=8, init_strategy="cluster",
-            num_init_features=demo.DEMO_INIT_FEATURES, num_leapfrog=demo.DEMO_LEAPFROG,
-            merge_split=demo.DEMO_MERGE_SPLIT, nest=nest, pointwise_log_likelihood=False,
-            temperatures=temperatures,
+            data, hyper=hyper, capacity=8, init_strategy="cluster",
+            num_init_features=demo.DEMO_INIT_FEATURES, num_leapfrog=leapfrog,
+            merge_split=demo.DEMO_MERGE_SPLIT, nest=nest, ridge=ridge,
+            pointwise_log_likelihood=False, temperatures=temperatures,
         )  # fmt: skip
         rungs = "" if temperatures is None else f", {len(temperatures)} temperatures"
-        extra = (f", {nest} nest moves" if nest else "") + (
-            f", weights' prior sd {sigma_w}" if sigma_w != 1.0 else ""
+        extra = (
+            (f", {nest} nest moves" if nest else "")
+            + (f", weights' prior sd {sigma_w}" if sigma_w != 1.0 else "")
+            + (f", sigma_w^2 ~ InvGamma{sigma_w_prior}" if sigma_w_prior else "")
+            + (", ridge move" if ridge else "")
+            + (f", {leapfrog} leapfrog steps" if num_leapfrog else "")
         )
         return algorithm, f"demo ilfm data, seed {ILFM_PLANTED_SEED}{rungs}{extra}", (300, 700)
 
@@ -220,6 +230,12 @@ CASES = {
     "ilfm_planted_pt": _ilfm_planted(ILFM_TEMPERATURES),
     "ilfm_planted_nest": _ilfm_planted(ILFM_TEMPERATURES, nest=16),
     "ilfm_planted_nest_sd": _ilfm_planted(ILFM_TEMPERATURES, nest=16, sigma_w=2.5),
+    "ilfm_planted_scale": _ilfm_planted(
+        ILFM_TEMPERATURES, nest=16, sigma_w_prior=(2.0, 2.0), ridge=True
+    ),
+    "ilfm_planted_scale_long": _ilfm_planted(
+        ILFM_TEMPERATURES, nest=16, sigma_w_prior=(2.0, 2.0), ridge=True, num_leapfrog=60
+    ),
     "fm_ml100k": _fm_ml100k,
     "m3f_ml100k": _m3f(False),
     "ipm3f_ml100k": _m3f(True),
