@@ -36,7 +36,8 @@ The cases (``--cases`` picks some):
   moves per sweep, ``ilfm_planted_nest_sd`` also with the weights' prior sd 2.5 (the
   generator's); ``ilfm_planted_scale`` with nest moves, the ridge move and the weights'
   scale sampled (``sigma_w^2 ~ InvGamma(2, 2)``), ``ilfm_planted_scale_long`` the same with
-  60 leapfrog steps instead of the demo's 25.
+  60 leapfrog steps instead of the demo's 25, ``ilfm_planted_fisher`` with the HMC move's
+  Fisher mass and 10 leapfrog steps.
 * ``fm_ml100k``: FM regression, rank 10, ML-100K u1 (80,000 ratings, one-hot users and items).
 * ``m3f_ml100k`` / ``ipm3f_ml100k``: Gibbs M3F (rank 10) and Gibbs iPM3F, C = 0.1,
   margin 9 (the authors' defaults), ML-100K u1.
@@ -129,8 +130,9 @@ def _ilfm_nations_pt():
 
 
 def _ilfm_planted(
-    temperatures, nest=0, sigma_w=1.0, sigma_w_prior=None, ridge=False, num_leapfrog=None
-):
+    temperatures, nest=0, sigma_w=1.0, sigma_w_prior=None, ridge=False, num_leapfrog=None,
+    mass="unit",
+):  # fmt: skip
     def build():
         from bnpjax.cli import ilfm as demo
         from bnpjax.datasets import planted_relations
@@ -143,7 +145,7 @@ def _ilfm_planted(
         algorithm = ilfm.gibbs(
             data, hyper=hyper, capacity=8, init_strategy="cluster",
             num_init_features=demo.DEMO_INIT_FEATURES, num_leapfrog=leapfrog,
-            merge_split=demo.DEMO_MERGE_SPLIT, nest=nest, ridge=ridge,
+            merge_split=demo.DEMO_MERGE_SPLIT, nest=nest, ridge=ridge, mass=mass,
             pointwise_log_likelihood=False, temperatures=temperatures,
         )  # fmt: skip
         rungs = "" if temperatures is None else f", {len(temperatures)} temperatures"
@@ -153,6 +155,7 @@ def _ilfm_planted(
             + (f", sigma_w^2 ~ InvGamma{sigma_w_prior}" if sigma_w_prior else "")
             + (", ridge move" if ridge else "")
             + (f", {leapfrog} leapfrog steps" if num_leapfrog else "")
+            + (f", {mass} mass" if mass != "unit" else "")
         )
         return algorithm, f"demo ilfm data, seed {ILFM_PLANTED_SEED}{rungs}{extra}", (300, 700)
 
@@ -235,6 +238,14 @@ CASES = {
     ),
     "ilfm_planted_scale_long": _ilfm_planted(
         ILFM_TEMPERATURES, nest=16, sigma_w_prior=(2.0, 2.0), ridge=True, num_leapfrog=60
+    ),
+    "ilfm_planted_fisher": _ilfm_planted(
+        ILFM_TEMPERATURES,
+        nest=16,
+        sigma_w_prior=(2.0, 2.0),
+        ridge=True,
+        num_leapfrog=10,
+        mass="fisher",
     ),
     "fm_ml100k": _fm_ml100k,
     "m3f_ml100k": _m3f(False),

@@ -173,6 +173,13 @@ def add_fit_arguments(parser) -> None:
         "together cover every entity trade off exactly with the bias) from their prior",
     )
     parser.add_argument(
+        "--mass",
+        choices=["unit", "fisher"],
+        default="unit",
+        help="the HMC move's mass: unit, or each relation's Fisher information at pair weights "
+        "adapted during warmup (larger steps where the links leave the weights loose)",
+    )
+    parser.add_argument(
         "--sigma-w-prior",
         default=None,
         metavar="SHAPE,SCALE",
@@ -271,6 +278,7 @@ def fit(args) -> int:
         merge_split=args.merge_split,
         nest=args.nest,
         ridge=args.ridge,
+        mass=args.mass,
         temperatures=temperatures,
     )
     idata = sample(algorithm, args)

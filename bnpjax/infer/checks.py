@@ -62,6 +62,20 @@ def check_positive(value, name: str) -> float:
     return float(value)
 
 
+def check_flag(value, name: str) -> bool:
+    """``value`` as a ``bool`` if it is one (Python or NumPy); a truthy string or number is
+    refused, not read as True.
+
+    Raises
+    ------
+    ValueError
+        naming ``name`` otherwise.
+    """
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_integer(value, name: str, minimum: int = 1) -> int:
     """``value`` as an ``int`` if it is an integer (not a bool) ``>= minimum``.
 

@@ -208,7 +208,7 @@ def test_demo_and_fit_ilfm(tmp_path, capsys):
     edges = edges[:, edges[0] != edges[1]]
     (tmp_path / "edges.tsv").write_text("\n".join("\t".join(map(str, e)) for e in edges.T))
     out = tmp_path / "ilfm.nc"
-    scale = ["--ridge", "--sigma-w-prior", "2,2"]
+    scale = ["--ridge", "--sigma-w-prior", "2,2", "--mass", "fisher"]
     rc = main(["fit", "ilfm", "--data", str(tmp_path / "edges.tsv"), "--out", str(out), *argv,
                *scale])  # fmt: skip
     assert rc == 0

@@ -17,6 +17,7 @@ from bnpjax.models import ilfm
 from bnpjax.models.ilfm.entity_scan import laplace_weights
 from bnpjax.models.ilfm.gibbs import _step
 from bnpjax.models.ilfm.joint import _logits, _offset, per_relation
+from bnpjax.models.ilfm.mass import dense_hmc
 from bnpjax.models.ilfm.merge_split import _nested_and_disjoint, merge_split_moves
 from bnpjax.testing import GewekeCase
 
@@ -131,6 +132,16 @@ def broken_merge_split_gibbs(data, hyper, **settings):
     return _broken(data, hyper, settings, merge_split_move=_merge_split_without_ibp)
 
 
+def _kinetic_at_unit_mass(*args, **kwargs):
+    """The dense-mass HMC move with the kinetic energy of a unit mass in its ratio."""
+    return dense_hmc(*args, **kwargs, correct=False)
+
+
+def broken_mass_gibbs(data, hyper, **settings):
+    """:func:`ilfm.gibbs` whose dense-mass HMC move uses the wrong kinetic energy."""
+    return _broken(data, hyper, settings, dense_move=_kinetic_at_unit_mass)
+
+
 def _settings(weights, likelihood):
     # step_size: the log step size prior_sample puts in the state (the weight moves' scale)
     return dict(
@@ -141,13 +152,15 @@ def _settings(weights, likelihood):
 
 CASES = [
     GewekeCase(
+        # with the weights' scale sampled, the ridge move (the bias moves with beta' x) and
+        # the merge-split and take-out-or-put-in moves, whose ratios read the scale
         name="ilfm.gibbs.hmc_logit_covariates",
         module=ilfm.geweke,
         factory=ilfm.gibbs,
         data=_data(covariates=True),
-        hyper=HYPER,
-        settings={**_settings("hmc", "logit"), "ridge": True},  # the bias moves with beta' x
-        statistics=statistics,
+        hyper=HYPER_SCALE,
+        settings={**_settings("hmc", "logit"), "ridge": True, "merge_split": 3, "nest": 6},
+        statistics=nest_statistics,
         broken_factory=broken_gibbs,  # a new-feature rate N times too large
         num_marginal=20_000,
         num_successive=4_000,
@@ -183,21 +196,35 @@ CASES = [
         broken_num_successive=1_000,
         seed=4,
     ),
-    GewekeCase(  # the merge-split move of identical features, the take-out-or-put-in move,
-        # the ridge move and the weights' scale (their own broken twins:
-        # tests/models/test_ilfm.py and test_ilfm_ridge.py), on top of every other move
+    GewekeCase(  # the merge-split move of identical features and the take-out-or-put-in move
+        # (its own broken twin: tests/models/test_ilfm.py), on top of every other move; the
+        # ridge move's and the weights' scale's twins: tests/models/test_ilfm_weight_moves.py
         name="ilfm.gibbs.merge_split",
         module=ilfm.geweke,
         factory=ilfm.gibbs,
         data=_data(covariates=False),
-        hyper=HYPER_SCALE,
-        settings={**_settings("hmc", "logit"), "merge_split": 3, "nest": 6, "ridge": True},
+        hyper=HYPER,
+        settings={**_settings("hmc", "logit"), "merge_split": 3, "nest": 6},
         statistics=nest_statistics,
         broken_factory=broken_merge_split_gibbs,
         num_marginal=20_000,
         num_successive=4_000,
         broken_num_successive=1_000,
         seed=5,
+    ),
+    GewekeCase(  # the HMC move with the Fisher information as its mass, probit and covariates
+        name="ilfm.gibbs.fisher_mass",
+        module=ilfm.geweke,
+        factory=ilfm.gibbs,
+        data=_data(covariates=True),
+        hyper=HYPER,
+        # a buffer of 16: the mass's Cholesky factor is (1 + C^2 + 3)-square per relation
+        settings={**_settings("hmc", "probit"), "mass": "fisher", "capacity": 16},
+        statistics=statistics,
+        broken_factory=broken_mass_gibbs,
+        num_marginal=20_000,
+        num_successive=4_000,
+        seed=6,
     ),
 ]
 

@@ -91,6 +91,10 @@ class ILFMState(NamedTuple):
         the weights' prior standard deviation, sampled when the hyperparameters put a prior
         on it (``make_hyper(sigma_w_prior=...)``); ``None`` otherwise (then
         ``ILFMHyper.sigma_w`` is used).
+    pair_weights
+        (R, N, N) the Fisher weights of the observed pairs that set the HMC move's dense
+        mass (``gibbs(mass="fisher")``, :mod:`~bnpjax.models.ilfm.mass`), adapted while
+        ``adapting`` is on; ``None``: unit mass.
     """
 
     F: jax.Array
@@ -101,6 +105,7 @@ class ILFMState(NamedTuple):
     beta: jax.Array
     adapting: jax.Array | None = None
     sigma_w: jax.Array | None = None
+    pair_weights: jax.Array | None = None
 
 
 class ILFMInfo(NamedTuple):
@@ -136,6 +141,19 @@ class ILFMInfo(NamedTuple):
     capacity_needed: jax.Array
     births_deaths: jax.Array = None
     merges_splits: jax.Array = None
+
+
+def current_hyper(hyper: ILFMHyper, state: ILFMState) -> ILFMHyper:
+    """``hyper`` with the weights' scale of ``state`` when the state samples it: every move
+    of a sweep is exact given the current scale, and reads it from the hyperparameters."""
+    if (state.sigma_w is None) != (hyper.sigma_w_shape is None):
+        raise ValueError(
+            "state.sigma_w must be a value exactly when hyper has a sigma_w_prior: build the "
+            "state with init (or prior_sample) from the same hyper"
+        )
+    if state.sigma_w is None:
+        return hyper
+    return hyper._replace(sigma_w=state.sigma_w)
 
 
 @renamed_arguments(alpha="alpha_prior")

@@ -24,7 +24,9 @@ from bnpjax.priors import ibp
 __all__ = ["data_sample", "prior_sample", "refresh"]
 
 
-def _model_prior(key, num_entities, num_relations, num_covariates, hyper, capacity, step_size):
+def _model_prior(
+    key, num_entities, num_relations, num_covariates, hyper, capacity, step_size, mass, mask
+):
     key_a, key_f, key_w, key_s = jax.random.split(key, 4)
     dtype = jnp.result_type(float)
     alpha = jax.random.gamma(key_a, hyper.alpha_shape, dtype=dtype) / hyper.alpha_rate
@@ -42,8 +44,15 @@ def _model_prior(key, num_entities, num_relations, num_covariates, hyper, capaci
         jax.random.fold_in(key_s, 1), (num_relations, num_covariates), dtype
     )
     off = jnp.zeros((), bool)  # the step size is not adapted (ILFMState.adapting)
+    weights = None
+    if mass == "fisher":
+        # fixed pair weights for the dense mass, drawn independently of the parameters: a
+        # mass that depended on the first draw would make the kernels' common invariant
+        # distribution the joint given that draw, not the joint
+        spread = jnp.exp(0.5 * jax.random.normal(jax.random.fold_in(key_s, 2), mask.shape, dtype))
+        weights = 0.25 * mask * spread
     return ILFMState(
-        draw.Z.astype(dtype), W * pair[None], bias, alpha, log_step, beta, off, sigma_w
+        draw.Z.astype(dtype), W * pair[None], bias, alpha, log_step, beta, off, sigma_w, weights
     )
 
 
@@ -55,6 +64,7 @@ def prior_sample(
     capacity: int = 16,
     step_size: float = 0.05,
     mode: str = "global",
+    mass: str = "unit",
     **settings,
 ) -> ILFMState:
     """Parameters from the prior: alpha, ``F`` by the buffet process, the weights' scale
@@ -67,8 +77,9 @@ def prior_sample(
         a ``jax.random.key``.
     data, hyper
         the model's data (its shapes only) and hyperparameters.
-    capacity, step_size, mode
-        as in :func:`~bnpjax.models.ilfm.gibbs`.
+    capacity, step_size, mode, mass
+        as in :func:`~bnpjax.models.ilfm.gibbs` (with ``mass="fisher"``, fixed pair weights
+        drawn independently of the parameters).
 
     Returns
     -------
@@ -76,10 +87,11 @@ def prior_sample(
     """
     R, N, _ = data.Y.shape
     C = data.X.shape[0]
+    settings = (hyper, capacity, step_size, mass)
     if mode == "single":
         keys = jax.random.split(key, R)
-        return jax.vmap(lambda k: _model_prior(k, N, 1, C, hyper, capacity, step_size))(keys)
-    return _model_prior(key, N, R, C, hyper, capacity, step_size)
+        return jax.vmap(lambda k, m: _model_prior(k, N, 1, C, *settings, m[None]))(keys, data.mask)
+    return _model_prior(key, N, R, C, *settings, data.mask)
 
 
 def data_sample(

@@ -1,7 +1,9 @@
-"""The ILFM's moves of the weights' scale and along the directions no logit sees: each leaves
-the prior invariant (both touch the likelihood only through an exact ratio) and a broken twin
-of each does not; the ridge move keeps every logit where its directions are exact; bad input.
-(With every other move: the Geweke row ilfm.gibbs.merge_split, tests/geweke_cases/ilfm.py.)"""
+"""The ILFM's moves of the weights: the weights' scale and the ridge move each leave the prior
+invariant (both touch the likelihood only through an exact ratio) and a broken twin of each
+does not; the ridge move keeps every logit where its directions are exact; the Fisher mass of
+the HMC move is the sum it stands for, adapts during warmup only and survives a grown buffer;
+bad input. (With every other move: the Geweke rows ilfm.gibbs.merge_split and
+ilfm.gibbs.fisher_mass, tests/geweke_cases/ilfm.py.)"""
 
 import jax
 import jax.numpy as jnp
@@ -171,3 +173,58 @@ def test_bad_weight_scale_and_ridge_settings_are_refused_by_name():
     step = ilfm.gibbs.build_step()
     with pytest.raises(ValueError, match=r"state\.sigma_w"):
         step(jax.random.key(1), state, data, hyper)
+
+
+def test_fisher_precision_is_the_sum_over_observed_pairs_plus_the_prior():
+    """Built from products of small matrices; checked against the sum of d_ij a_ij a_ij' over
+    the pairs, a_ij = (1, f_i (x) f_j, x_ij), with covariates."""
+    from bnpjax.models.ilfm.mass import fisher_precision
+
+    rng = np.random.default_rng(3)
+    N, C, X = 6, 3, rng.normal(size=(2, 6, 6))
+    F = (rng.random((N, C)) < 0.5).astype(float)
+    F[:, 2] = 0.0  # an inactive slot: its rows hold the prior alone
+    D = rng.random((R, N, N))
+    hyper = ilfm.make_hyper(sigma_w=1.5, sigma_s=2.0, sigma_beta=0.5)
+    got = np.asarray(fisher_precision(jnp.asarray(F), jnp.asarray(D), jnp.asarray(X), hyper))
+    prior = np.diag([1 / 4.0] + [1 / 2.25] * C * C + [1 / 0.25] * 2)
+    for r in range(R):
+        want = prior.copy()
+        for i in range(N):
+            for j in range(N):
+                a = np.concatenate([[1.0], np.outer(F[i], F[j]).ravel(), X[:, i, j]])
+                want += D[r, i, j] * np.outer(a, a)
+        np.testing.assert_allclose(got[r], want, rtol=1e-10, atol=1e-12)
+
+
+def test_fisher_mass_adapts_in_warmup_only_and_survives_a_grown_buffer():
+    rng = np.random.default_rng(4)
+    data = ilfm.make_data((rng.random((2, 10, 10)) < 0.3).astype(float))
+    hyper = ilfm.make_hyper()
+    state = ilfm.gibbs.init(jax.random.key(0), data, hyper, capacity=6, mass="fisher")
+    assert state.pair_weights.shape == (2, 10, 10)
+    np.testing.assert_array_equal(
+        np.asarray(state.pair_weights)[:, np.arange(10), np.arange(10)], 0
+    )
+    step = jax.jit(ilfm.gibbs.build_step(num_leapfrog=3))
+    on, _ = step(jax.random.key(1), state._replace(adapting=jnp.ones((), bool)), data, hyper)
+    off, _ = step(jax.random.key(1), state, data, hyper)
+    assert not np.allclose(on.pair_weights, state.pair_weights)
+    np.testing.assert_array_equal(off.pair_weights, state.pair_weights)
+    # capacity 2 makes the driver grow the buffer; the pair weights do not depend on it
+    algorithm = ilfm.gibbs(data, hyper, capacity=2, num_init_features=2, num_leapfrog=3,
+                           mass="fisher")  # fmt: skip
+    result = run(algorithm, jax.random.key(2), 20, num_warmup=10, progress_bar=False)
+    assert result.algorithm.capacity > 2
+    accept = np.asarray(result.trace["sample_stats"]["acceptance_rate"])
+    assert np.all(np.isfinite(accept)) and accept.mean() > 0.2
+
+
+def test_bad_mass_settings_are_refused_by_name():
+    data = ilfm.make_data(np.zeros((1, 4, 4)))
+    with pytest.raises(ValueError, match="mass"):
+        ilfm.gibbs(data, mass="dense")
+    with pytest.raises(ValueError, match="mass"):
+        ilfm.gibbs(data, mass="fisher", weights="random_walk")
+    with pytest.raises(ValueError, match="mass"):
+        ilfm.gibbs.init(jax.random.key(0), data, mass="identity")
