@@ -46,9 +46,9 @@ def _model_prior(
     off = jnp.zeros((), bool)  # the step size is not adapted (ILFMState.adapting)
     weights = None
     if mass == "fisher":
-        # fixed pair weights for the dense mass, drawn independently of the parameters: a
-        # mass that depended on the first draw would make the kernels' common invariant
-        # distribution the joint given that draw, not the joint
+        # fixed pair weights for the dense mass, drawn independently of the parameters, so
+        # that every draw of a chain started at an exact joint draw is exactly from the joint
+        # (the kernel keeps the joint for any fixed weights)
         spread = jnp.exp(0.5 * jax.random.normal(jax.random.fold_in(key_s, 2), mask.shape, dtype))
         weights = 0.25 * mask * spread
     return ILFMState(
@@ -87,11 +87,11 @@ def prior_sample(
     """
     R, N, _ = data.Y.shape
     C = data.X.shape[0]
-    settings = (hyper, capacity, step_size, mass)
+    shared = (hyper, capacity, step_size, mass)
     if mode == "single":
         keys = jax.random.split(key, R)
-        return jax.vmap(lambda k, m: _model_prior(k, N, 1, C, *settings, m[None]))(keys, data.mask)
-    return _model_prior(key, N, R, C, *settings, data.mask)
+        return jax.vmap(lambda k, m: _model_prior(k, N, 1, C, *shared, m[None]))(keys, data.mask)
+    return _model_prior(key, N, R, C, *shared, data.mask)
 
 
 def data_sample(
