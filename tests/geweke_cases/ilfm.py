@@ -187,7 +187,13 @@ CASES = [
         factory=ilfm.gibbs,
         data=_data(covariates=False),
         hyper=HYPER,
-        settings={**_settings("hmc", "logit"), "mode": "single"},
+        # with the Fisher mass (pair weights (R, 1, N, N)), in a buffer of 16 for its cost
+        settings={
+            **_settings("hmc", "logit"),
+            "mode": "single",
+            "mass": "fisher",
+            "capacity": 16,
+        },
         statistics=single_statistics,
         # the two rows above break the rate; this one the birth weights' MH correction
         broken_factory=broken_birth_gibbs,

@@ -228,3 +228,8 @@ def test_bad_mass_settings_are_refused_by_name():
         ilfm.gibbs(data, mass="fisher", weights="random_walk")
     with pytest.raises(ValueError, match="mass"):
         ilfm.gibbs.init(jax.random.key(0), data, mass="identity")
+    fisher = ilfm.gibbs.init(jax.random.key(0), data, mass="fisher")
+    with pytest.raises(ValueError, match="Fisher mass"):
+        ilfm.gibbs.build_step(weights="random_walk")(
+            jax.random.key(1), fisher, data, ilfm.make_hyper()
+        )
