@@ -109,6 +109,16 @@ def _model_init(
     return ILFMState(F.astype(dtype), W, bias, alpha, log_step, beta, off, sigma_w, weights)
 
 
+def _while_adapting(adapt, state, value, moved):
+    """``moved()`` in a step that adapts (built with ``adapt``, or while the state's switch
+    is on), ``value`` otherwise; a state without the switch adapts only with ``adapt``."""
+    if adapt:
+        return moved()
+    if state.adapting is None:
+        return value
+    return jnp.where(state.adapting, moved(), value)
+
+
 def _model_step(
     data, hyper, key, state, *, kappa, num_leapfrog, adapt, weights, likelihood,
     new_feature_rate=ibp_rate, birth="laplace", merge_split=0, merge_split_move=merge_split_moves,
@@ -164,11 +174,11 @@ def _model_step(
             num_leapfrog, likelihood, frozen,
         )  # fmt: skip
         target_accept = 0.8
-        if adapt or state.adapting is not None:  # warmup: a moving average of the states'
-            moved = (1 - PAIR_WEIGHT_SMOOTHING) * frozen + PAIR_WEIGHT_SMOOTHING * pair_weights(
-                data, F, W, bias, beta, likelihood
-            )
-            frozen = moved if adapt else jnp.where(state.adapting, moved, frozen)
+        # warmup: a moving average of the states' pair weights
+        frozen = _while_adapting(adapt, state, frozen, lambda: (
+            (1 - PAIR_WEIGHT_SMOOTHING) * frozen
+            + PAIR_WEIGHT_SMOOTHING * pair_weights(data, F, W, bias, beta, likelihood)
+        ))  # fmt: skip
     elif weights == "hmc":
         W, bias, beta, accept_prob = hmc(
             key_hmc, data, hyper, F, W, bias, state.beta, state.log_step_size,
@@ -181,11 +191,10 @@ def _model_step(
         )
         beta = state.beta
         target_accept = 0.44
-    log_step = state.log_step_size
-    if adapt or state.adapting is not None:
-        # warmup only: Robbins-Monro on log(step size) towards the target acceptance
-        moved = log_step + 0.1 * (accept_prob - target_accept)
-        log_step = moved if adapt else jnp.where(state.adapting, moved, log_step)
+    # warmup only: Robbins-Monro on log(step size) towards the target acceptance
+    log_step = _while_adapting(adapt, state, state.log_step_size, lambda: (
+        state.log_step_size + 0.1 * (accept_prob - target_accept)
+    ))  # fmt: skip
     k_plus = jnp.sum(F.sum(0) > 0)
     alpha = ibp.sample_alpha(key_alpha, k_plus, N, hyper.alpha_shape, hyper.alpha_rate)
     sigma_w = state.sigma_w

@@ -48,6 +48,18 @@ def _bernoulli(y, eta, mask, likelihood="logit"):
     return mask * (y * eta - softplus(eta))
 
 
+def _active_pairs(F, dtype):
+    """(C, C): 1 where both features are active, the block the weights' prior covers."""
+    active = F.sum(0) > 0
+    return (active[:, None] & active[None, :]).astype(dtype)
+
+
+def _relation_log_likelihood(data, F, W, bias, beta, likelihood):
+    """Each relation's masked log-likelihood (R,) at the given parameters."""
+    logits = _logits(F, W, _offset(bias, beta, data.X))
+    return jnp.sum(_bernoulli(data.Y, logits, data.mask, likelihood), axis=(1, 2))
+
+
 def _covariates_for(state: ILFMState, X):
     """The pair covariates ``X``, or an empty (0, N, N) array for a model without any."""
     if X is None:
@@ -113,8 +125,7 @@ def log_joint(
     Ghahramani, Z. (2011). The Indian buffet process: an introduction and review. JMLR 12,
     the probability of the equivalence class ``[F]``.
     """
-    active = state.F.sum(0) > 0
-    pair = (active[:, None] & active[None, :]).astype(state.W.dtype)
+    pair = _active_pairs(state.F, state.W.dtype)
     offset = _offset(state.bias, state.beta, data.X)
     eta = _logits(state.F, state.W, offset)
     log_lik = jnp.sum(_bernoulli(data.Y, eta, data.mask, likelihood))

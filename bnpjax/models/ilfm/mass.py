@@ -44,7 +44,12 @@ import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 from jax.scipy.special import ndtr
 
-from bnpjax.models.ilfm.joint import _bernoulli, _logits, _offset
+from bnpjax.models.ilfm.joint import (
+    _active_pairs,
+    _logits,
+    _offset,
+    _relation_log_likelihood,
+)
 
 __all__ = ["MASSES", "dense_hmc", "fisher_precision", "pair_weights"]
 
@@ -89,15 +94,19 @@ def fisher_precision(F, weights, X, hyper):
         bottom = jnp.concatenate([bias_x[:, None], weights_x.T, xx], axis=1)
         return jnp.concatenate([top, middle, bottom], axis=0)
 
-    information = jax.vmap(one)(weights)
-    prior = jnp.concatenate(
+    prior = _prior_precision(hyper, C, X.shape[0], F.dtype)
+    return jax.vmap(one)(weights) + jnp.diag(prior)[None]
+
+
+def _prior_precision(hyper, C, num_covariates, dtype):
+    """The prior precisions of the flat coordinates (P,): bias, weights, coefficients."""
+    return jnp.concatenate(
         [
-            jnp.full((1,), 1.0 / hyper.sigma_s**2, F.dtype),
-            jnp.full((C * C,), 1.0 / hyper.sigma_w**2, F.dtype),
-            jnp.full((X.shape[0],), 1.0 / hyper.sigma_beta**2, F.dtype),
+            jnp.full((1,), 1.0 / hyper.sigma_s**2, dtype),
+            jnp.full((C * C,), 1.0 / hyper.sigma_w**2, dtype),
+            jnp.full((num_covariates,), 1.0 / hyper.sigma_beta**2, dtype),
         ]
     )
-    return information + jnp.diag(prior)[None]
 
 
 def _flatten(W, bias, beta):
@@ -120,25 +129,16 @@ def dense_hmc(
     computes the kinetic energy as if the mass were the identity while the dynamics use
     ``I_r`` (a broken twin for tests)."""
     R, C, _ = W.shape
-    active = F.sum(0) > 0
-    pair = (active[:, None] & active[None, :]).astype(W.dtype)
+    pair = _active_pairs(F, W.dtype)
     free = jnp.concatenate(
         [jnp.ones((1,), W.dtype), pair.reshape(-1), jnp.ones((beta.shape[1],), W.dtype)]
     )
     chol = jnp.linalg.cholesky(fisher_precision(F, weights, data.X, hyper))
-    prior = jnp.concatenate(
-        [
-            jnp.full((1,), 1.0 / hyper.sigma_s**2, W.dtype),
-            jnp.full((C * C,), 1.0 / hyper.sigma_w**2, W.dtype),
-            jnp.full((beta.shape[1],), 1.0 / hyper.sigma_beta**2, W.dtype),
-        ]
-    )
+    prior = _prior_precision(hyper, C, beta.shape[1], W.dtype)
 
     def potential(theta):
-        W_, bias_, beta_ = _unflatten(theta * free, C)
-        logits = _logits(F, W_, _offset(bias_, beta_, data.X))
-        log_lik = jnp.sum(_bernoulli(data.Y, logits, data.mask, likelihood))
-        return -log_lik + 0.5 * jnp.sum(free * prior * theta**2)
+        log_lik = _relation_log_likelihood(data, F, *_unflatten(theta * free, C), likelihood)
+        return -jnp.sum(log_lik) + 0.5 * jnp.sum(free * prior * theta**2)
 
     def velocity(p):  # M^-1 p = L^-T L^-1 p, relation by relation
         half = solve_triangular(chol, p[..., None], lower=True)

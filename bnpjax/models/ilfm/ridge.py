@@ -53,7 +53,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from bnpjax.models.ilfm.joint import _bernoulli, _logits, _offset
+from bnpjax.models.ilfm.joint import _active_pairs, _relation_log_likelihood
 
 __all__ = ["ridge_move"]
 
@@ -116,8 +116,7 @@ def ridge_move(key, data, hyper, F, W, bias, beta, likelihood, correct=True):
     dtype = W.dtype
     key_weights, key_bias, key_accept = jax.random.split(key, 3)
     U, in_span, null, u, ridge = _null_directions(F)
-    active = F.sum(0) > 0
-    pair = (active[:, None] & active[None, :]).astype(dtype)
+    pair = _active_pairs(F, dtype)
     # two Metropolis-Hastings steps, each with a proposal reversible under the prior: a
     # direction only nearly null, rejected, then does not take the bias's move with it
     # (1) the weights along U_a U_b' with a null a or b: fresh prior draws
@@ -126,7 +125,7 @@ def ridge_move(key, data, hyper, F, W, bias, beta, likelihood, correct=True):
     fresh = hyper.sigma_w * jax.random.normal(key_weights, W.shape, dtype)
     W_new = jnp.einsum("ka,rab,lb->rkl", U, jnp.where(redraw[None], fresh, rotated), U) * pair
     key_first, key_second = jax.random.split(key_accept)
-    current = _log_likelihood(data, F, W, bias, beta, likelihood)
+    current = _relation_log_likelihood(data, F, W, bias, beta, likelihood)
     W, bias, first, current = _accept(key_first, data, F, beta, likelihood, (W, bias, current),
                                       (W_new, bias), jnp.any(redraw))  # fmt: skip
     # (2) the bias direction (1, -vec(u u')): its conditional under the prior
@@ -140,19 +139,13 @@ def ridge_move(key, data, hyper, F, W, bias, beta, likelihood, correct=True):
     return W, bias, jnp.sum(first) + jnp.sum(second)
 
 
-def _log_likelihood(data, F, W, bias, beta, likelihood):
-    """Each relation's log-likelihood (R,)."""
-    logits = _logits(F, W, _offset(bias, beta, data.X))
-    return jnp.sum(_bernoulli(data.Y, logits, data.mask, likelihood), axis=(1, 2))
-
-
 def _accept(key, data, F, beta, likelihood, current, proposal, any_direction):
     """Each relation's ``(W, bias)`` proposal accepted with its likelihood ratio; none
     where there was no direction to move along (the state is then kept exactly, not
     through a rotation and back). ``current`` carries the state's log-likelihoods, and so
     does the result."""
     (W, bias, log_lik), (W_new, bias_new) = current, proposal
-    log_lik_new = _log_likelihood(data, F, W_new, bias_new, beta, likelihood)
+    log_lik_new = _relation_log_likelihood(data, F, W_new, bias_new, beta, likelihood)
     log_u = jnp.log(jax.random.uniform(key, bias.shape, W.dtype))
     take = any_direction & (log_u < log_lik_new - log_lik)
     return (

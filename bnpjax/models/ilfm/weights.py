@@ -17,7 +17,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from bnpjax.models.ilfm.joint import _bernoulli, _logits, _offset
+from bnpjax.models.ilfm.joint import _active_pairs, _bernoulli, _logits, _offset
 
 __all__ = ["hmc", "random_walk", "sample_weight_scale"]
 
@@ -158,8 +158,7 @@ def sample_weight_scale(key, F, W, shape, scale):
     (2013). Bayesian Data Analysis, 3rd ed., section 3.3 (the normal variance's conjugate
     prior).
     """
-    active = F.sum(0) > 0
-    pair = (active[:, None] & active[None, :]).astype(W.dtype)
+    pair = _active_pairs(F, W.dtype)
     count = W.shape[0] * jnp.sum(pair)
     precision = jax.random.gamma(key, shape + 0.5 * count, dtype=W.dtype) / (
         scale + 0.5 * jnp.sum(pair * W**2)
