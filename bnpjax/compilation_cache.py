@@ -20,6 +20,10 @@ autotuning folder inside it to XLA among the compile options, on every backend, 
 cache copied or moved to another folder is not found either: point every process at the same
 folder (measured 2026-11-27: a test module's 91 programs, all found again from the folder that
 wrote them, none from a copy of it elsewhere).
+
+The driver's programs are also kept traced, in ``traced/`` inside the same folder
+(:mod:`bnpjax.infer.traced_programs`): a later process loads them instead of tracing the
+kernel again, which JAX's cache alone does not spare it.
 """
 
 from __future__ import annotations

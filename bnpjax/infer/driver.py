@@ -426,8 +426,8 @@ def run(
         dynamic, static = _partition(init_fns)
         args = (dynamic, init_keys)
         if placement is not None:
-            shapes = jax.eval_shape(_make_init(static), dynamic, init_keys)
-            out_shardings = chain_shardings(shapes, placement)
+            # from the results' shapes, which a stored program knows without tracing
+            out_shardings = lambda shapes: chain_shardings(shapes, placement)  # noqa: E731
         program = _compiled(
             "init", init_apart(_make_init(static), placement), (static, runs_apart(placement)),
             args, timings, out_shardings, algorithm.compiler_options,

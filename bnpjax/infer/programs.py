@@ -52,6 +52,7 @@ from bnpjax.compilation_cache import (
     CPU_OPT_LEVEL,
     requested_cpu_opt_level,
 )
+from bnpjax.infer import traced_programs
 
 __all__ = [
     "MAX_COMPILED_PROGRAMS",
@@ -267,15 +268,17 @@ def _compiled(
     The key holds the arguments' shapes, dtypes and shardings (a program compiled for one
     layout over devices refuses arrays laid out another way); ``out_shardings`` pins where
     the results live, so a chunk's output state is laid out as its input was and the next
-    chunk reuses the program; ``options``: the kernel's own XLA options."""
+    chunk reuses the program (a callable: given the results' shapes, it returns them);
+    ``options``: the kernel's own XLA options. A program another process traced is loaded
+    instead of traced again (:mod:`bnpjax.infer.traced_programs`)."""
     global _COMPILE_COUNT
     options = tuple(tuple(pair) for pair in options)  # hashable, for the key
     key = (name, static_key, _aval_key(args), options)
     program = _COMPILED.get(key)
     if program is None:
         start = time.perf_counter()
-        jitted = jax.jit(fn) if out_shardings is None else jax.jit(fn, out_shardings=out_shardings)
-        program = compile_lowered(jitted.lower(*args), options)
+        lowered = traced_programs.lower(name, fn, static_key, args, out_shardings, options)
+        program = compile_lowered(lowered, options)
         timings["compile_s"] = timings.get("compile_s", 0.0) + time.perf_counter() - start
         _COMPILE_COUNT += 1
         _COMPILED[key] = program
