@@ -12,7 +12,8 @@ its own; ``default`` is XLA's own level everywhere (``BNPJAX_XLA_CPU_OPT_LEVEL=d
 
 Per compiled program of the driver (``init``, the ``warmup`` chunk when warmup has its own
 program, the ``sample`` chunk) the worker records the seconds spent tracing and lowering the
-program to XLA (``trace_s``), compiling it or loading it from the cache (``compile_s``) and
+program to XLA, or loading it as a former process traced it (``trace_s``,
+:mod:`bnpjax.infer.traced_programs`), compiling it or loading it from the cache (``compile_s``) and
 running it (``run_s``). FM cases also time the prediction (``predict``: the first call, which
 compiles, against a second one) and run a second fit of the same shapes in the same process
 (``refit_s``: no compilation). ``other_compile_s`` is what JAX compiled outside the driver's
@@ -63,7 +64,7 @@ def _instrument():
     program) with the same logic plus timers."""
     import jax
 
-    from bnpjax.infer import driver, programs
+    from bnpjax.infer import driver, programs, traced_programs
 
     events: dict[str, float] = {}
     counts: dict[str, int] = {}
@@ -87,8 +88,8 @@ def _instrument():
         if key in programs._COMPILED:
             return original(name, fn, static_key, args, timings, out_shardings, options)
         t0 = time.perf_counter()
-        jitted = jax.jit(fn) if out_shardings is None else jax.jit(fn, out_shardings=out_shardings)
-        lowered = jitted.lower(*args)
+        # traced, or loaded from the programs a former process traced (the driver's way)
+        lowered = traced_programs.lower(name, fn, static_key, args, out_shardings, options)
         t1 = time.perf_counter()
         program = programs.compile_lowered(lowered, options)  # the driver's and the kernel's
         t2 = time.perf_counter()
