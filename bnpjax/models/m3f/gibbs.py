@@ -92,18 +92,35 @@ def _init(data, hyper, fixed, key, *, rank, num_users, num_items, init_scale, la
 
 def _scale_moves(key, data, hyper, state, *, item_bias, fixed_items, lambda_rate):
     """The moves of :mod:`bnpjax.models.m3f.scale` on ``(U, V, theta, c)``; the state's
-    augmentation is stale afterwards and is drawn next."""
+    augmentation is stale afterwards and is drawn next. Returns the state and the pairs'
+    scores. Each move rescales whole groups, so the pairs' scores and thresholds are gathered
+    once and rescaled from move to move (the gathers were a fifth of the sweep)."""
     key_u, key_v, key_a, key_t = jax.random.split(key, 4)
     U, V, theta, bias = state.U, state.V, state.theta, state.bias
-    U, theta, _ = scale._scale_users(key_u, data, hyper, U, V, theta, bias, lambda_rate=lambda_rate)
+    pairs = {"scores": _scores(data, U, V), "theta_pairs": theta[data.users]}
+    U, theta, _, a = scale._scale_users(
+        key_u, data, hyper, U, V, theta, bias, lambda_rate=lambda_rate, **pairs
+    )
+    a_pairs = a[data.users]
+    pairs = {
+        "scores": a_pairs * pairs["scores"],
+        "theta_pairs": a_pairs[:, None] * pairs["theta_pairs"],
+    }
     if not fixed_items:
-        V, _ = scale._scale_items(key_v, data, hyper, U, V, theta, bias, lambda_rate=lambda_rate)
-        V, theta, bias, _ = scale._scale_all(
-            key_a, data, hyper, U, V, theta, bias, item_bias=item_bias, lambda_rate=lambda_rate
+        V, _, a = scale._scale_items(
+            key_v, data, hyper, U, V, theta, bias, lambda_rate=lambda_rate, **pairs
         )
-    x = _scores(data, U, V) + bias[data.items]
-    theta, _ = scale._shift_thresholds(key_t, data, hyper, theta, x, lambda_rate=lambda_rate)
-    return state._replace(U=U, V=V, theta=theta, bias=bias)
+        pairs["scores"] = a[data.items] * pairs["scores"]
+        V, theta, bias, _, a = scale._scale_all(
+            key_a, data, hyper, U, V, theta, bias, item_bias=item_bias, lambda_rate=lambda_rate,
+            **pairs,
+        )  # fmt: skip
+        pairs = {key: a * value for key, value in pairs.items()}
+    x = pairs["scores"] + bias[data.items]
+    theta, _ = scale._shift_thresholds(
+        key_t, data, hyper, theta, x, lambda_rate=lambda_rate, theta_pairs=pairs["theta_pairs"]
+    )
+    return state._replace(U=U, V=V, theta=theta, bias=bias), x
 
 
 def _step(
@@ -119,7 +136,7 @@ def _step(
     lambda_rate=0.0,
 ):
     key_w, key_v, key_u, key_t = jax.random.split(key, 4)
-    state = _scale_moves(
+    state, x = _scale_moves(
         jax.random.fold_in(key, 1),
         data,
         hyper,
@@ -129,7 +146,6 @@ def _step(
         lambda_rate=lambda_rate,
     )
     bias = state.bias
-    x = _scores(data, state.U, state.V) + bias[data.items]
     omega = _sample_omega(key_w, data, hyper, state.theta, x, lambda_rate)
     b, xi = _pair_terms(data, hyper, state.theta, omega)
     if fixed_items:

@@ -95,12 +95,20 @@ def _group_target(data, hyper, alpha, beta, group, num_groups, A, B, D, lambda_r
     return log_target
 
 
-def _users_target(data, hyper, U, V, theta, bias, *, lambda_rate=0.0, jacobian=True):
+def _pair_values(data, U, V, theta, scores, theta_pairs):
+    """Every pair's score ``U_i V_j`` (no bias) and its user's thresholds, unless given (the
+    sweep passes them, rescaled from move to move, instead of gathering them again)."""
+    x = jnp.sum(U[data.users] * V[data.items], axis=1) if scores is None else scores
+    return x, theta[data.users] if theta_pairs is None else theta_pairs
+
+
+def _users_target(data, hyper, U, V, theta, bias, *, lambda_rate=0.0, jacobian=True,
+                  scores=None, theta_pairs=None):  # fmt: skip
     """``log_target(t)`` (``t`` (num_users,)) of ``(U_i, theta_i) -> e^{t_i} (U_i, theta_i)``."""
     T = data.signs
-    x = jnp.sum(U[data.users] * V[data.items], axis=1)
+    x, theta_u = _pair_values(data, U, V, theta, scores, theta_pairs)
     alpha = data.margin + T * bias[data.items][:, None]
-    beta = T * (theta[data.users] - x[:, None])
+    beta = T * (theta_u - x[:, None])
     var = hyper.varsigma**2
     A = jnp.sum(U**2, axis=1) / hyper.sigma_u**2 + jnp.sum(theta**2, axis=1) / var
     B = jnp.sum(theta * hyper.rho, axis=1) / var
@@ -110,11 +118,12 @@ def _users_target(data, hyper, U, V, theta, bias, *, lambda_rate=0.0, jacobian=T
     )
 
 
-def _items_target(data, hyper, U, V, theta, bias, *, lambda_rate=0.0, jacobian=True):
+def _items_target(data, hyper, U, V, theta, bias, *, lambda_rate=0.0, jacobian=True,
+                  scores=None, theta_pairs=None):  # fmt: skip
     """``log_target(t)`` (``t`` (num_items,)) of ``V_j -> e^{t_j} V_j``."""
     T = data.signs
-    x = jnp.sum(U[data.users] * V[data.items], axis=1)
-    alpha = data.margin - T * (theta[data.users] - bias[data.items][:, None])
+    x, theta_u = _pair_values(data, U, V, theta, scores, theta_pairs)
+    alpha = data.margin - T * (theta_u - bias[data.items][:, None])
     beta = -T * x[:, None]
     A = jnp.sum(V**2, axis=1) / hyper.sigma_v**2
     return _group_target(
@@ -123,11 +132,13 @@ def _items_target(data, hyper, U, V, theta, bias, *, lambda_rate=0.0, jacobian=T
     )  # fmt: skip
 
 
-def _all_target(data, hyper, U, V, theta, bias, *, item_bias, lambda_rate=0.0, jacobian=True):
+def _all_target(data, hyper, U, V, theta, bias, *, item_bias, lambda_rate=0.0, jacobian=True,
+                scores=None, theta_pairs=None):  # fmt: skip
     """``log_target(t)`` (``t`` a scalar) of ``(V, c, theta) -> e^t (V, c, theta)``."""
     T = data.signs
-    x = jnp.sum(U[data.users] * V[data.items], axis=1) + bias[data.items]
-    beta = T * (theta[data.users] - x[:, None])
+    x, theta_u = _pair_values(data, U, V, theta, scores, theta_pairs)
+    x = x + bias[data.items]
+    beta = T * (theta_u - x[:, None])
     var = hyper.varsigma**2
     A = jnp.sum(V**2) / hyper.sigma_v**2 + jnp.sum(theta**2) / var
     B = jnp.sum(theta * hyper.rho) / var
@@ -138,37 +149,45 @@ def _all_target(data, hyper, U, V, theta, bias, *, item_bias, lambda_rate=0.0, j
     return _group_target(data, hyper, data.margin, beta, None, 1, A, B, D, lambda_rate, jacobian)
 
 
-def _scale_users(key, data, hyper, U, V, theta, bias, *, lambda_rate=0.0, jacobian=True):
-    """``(U_i, theta_i) -> a_i (U_i, theta_i)`` for every user at once; returns ``U, theta``
-    and the acceptance rate. ``jacobian=False`` leaves the ``a^D`` out (the broken twin of
-    the Geweke test)."""
+def _scale_users(key, data, hyper, U, V, theta, bias, *, lambda_rate=0.0, jacobian=True,
+                 scores=None, theta_pairs=None):  # fmt: skip
+    """``(U_i, theta_i) -> a_i (U_i, theta_i)`` for every user at once; returns ``U, theta``,
+    the acceptance rate and ``a`` (num_users,). ``jacobian=False`` leaves the ``a^D`` out (the
+    broken twin of the Geweke test); ``scores`` and ``theta_pairs``: the pairs' ``U_i V_j``
+    and thresholds when the caller has them."""
     log_target = _users_target(
-        data, hyper, U, V, theta, bias, lambda_rate=lambda_rate, jacobian=jacobian
-    )
+        data, hyper, U, V, theta, bias, lambda_rate=lambda_rate, jacobian=jacobian,
+        scores=scores, theta_pairs=theta_pairs,
+    )  # fmt: skip
     t, rate = _rw_log_scales(key, log_target, (U.shape[0],), U.dtype)
-    a = jnp.exp(t)[:, None]
-    return a * U, a * theta, rate
+    a = jnp.exp(t)
+    return a[:, None] * U, a[:, None] * theta, rate, a
 
 
-def _scale_items(key, data, hyper, U, V, theta, bias, *, lambda_rate=0.0, jacobian=True):
-    """``V_j -> a_j V_j`` for every item at once; returns ``V`` and the acceptance rate."""
+def _scale_items(key, data, hyper, U, V, theta, bias, *, lambda_rate=0.0, jacobian=True,
+                 scores=None, theta_pairs=None):  # fmt: skip
+    """``V_j -> a_j V_j`` for every item at once; returns ``V``, the acceptance rate and
+    ``a`` (num_items,)."""
     log_target = _items_target(
-        data, hyper, U, V, theta, bias, lambda_rate=lambda_rate, jacobian=jacobian
-    )
+        data, hyper, U, V, theta, bias, lambda_rate=lambda_rate, jacobian=jacobian,
+        scores=scores, theta_pairs=theta_pairs,
+    )  # fmt: skip
     t, rate = _rw_log_scales(key, log_target, (V.shape[0],), V.dtype)
-    return jnp.exp(t)[:, None] * V, rate
+    a = jnp.exp(t)
+    return a[:, None] * V, rate, a
 
 
-def _scale_all(key, data, hyper, U, V, theta, bias, *, item_bias, lambda_rate=0.0, jacobian=True):
-    """``(V, c, theta) -> a (V, c, theta)``, one factor for all; returns ``V, theta, bias``
-    and the acceptance rate."""
+def _scale_all(key, data, hyper, U, V, theta, bias, *, item_bias, lambda_rate=0.0, jacobian=True,
+               scores=None, theta_pairs=None):  # fmt: skip
+    """``(V, c, theta) -> a (V, c, theta)``, one factor for all; returns ``V, theta, bias``,
+    the acceptance rate and ``a``."""
     log_target = _all_target(
         data, hyper, U, V, theta, bias, item_bias=item_bias, lambda_rate=lambda_rate,
-        jacobian=jacobian,
+        jacobian=jacobian, scores=scores, theta_pairs=theta_pairs,
     )  # fmt: skip
     t, rate = _rw_log_scales(key, log_target, (), V.dtype, GLOBAL_SCALE_STEPS)
     a = jnp.exp(t)
-    return a * V, a * theta, a * bias, rate
+    return a * V, a * theta, a * bias, rate, a
 
 
 #: random-walk sds of the thresholds' moves, in units of their prior sd varsigma (by default
@@ -176,13 +195,14 @@ def _scale_all(key, data, hyper, U, V, theta, bias, *, item_bias, lambda_rate=0.
 THRESHOLD_STEPS = (0.33, 1.0)
 
 
-def _thresholds_target(data, hyper, theta, x, *, lambda_rate=0.0):
+def _thresholds_target(data, hyper, theta, x, *, lambda_rate=0.0, theta_pairs=None):
     """``log_target(d)`` (``d`` like ``theta``) of ``theta -> theta + d`` given the scores
     ``x``: per threshold, its prior plus the hinge of its pairs with the augmentation
     integrated out (a concave log density)."""
     num_thresholds = theta.shape[1]
     ids = data.users[:, None] * num_thresholds + jnp.arange(num_thresholds)  # (nnz, L-1)
-    zeta0 = data.margin - data.signs * (theta[data.users] - x[:, None])
+    theta_u = theta[data.users] if theta_pairs is None else theta_pairs
+    zeta0 = data.margin - data.signs * (theta_u - x[:, None])
     var = hyper.varsigma**2
 
     def log_target(d):
@@ -195,10 +215,12 @@ def _thresholds_target(data, hyper, theta, x, *, lambda_rate=0.0):
     return log_target
 
 
-def _shift_thresholds(key, data, hyper, theta, x, *, lambda_rate=0.0):
+def _shift_thresholds(key, data, hyper, theta, x, *, lambda_rate=0.0, theta_pairs=None):
     """Every threshold by random-walk MH on its conditional given the scores with the
     augmentation integrated out; returns ``theta`` and the acceptance rate."""
-    log_target = _thresholds_target(data, hyper, theta, x, lambda_rate=lambda_rate)
+    log_target = _thresholds_target(
+        data, hyper, theta, x, lambda_rate=lambda_rate, theta_pairs=theta_pairs
+    )
     steps = tuple(hyper.varsigma * s for s in THRESHOLD_STEPS)
     d, rate = _rw_log_scales(key, log_target, theta.shape, theta.dtype, steps)
     return theta + d, rate
