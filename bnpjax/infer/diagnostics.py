@@ -40,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bnpjax.infer.arviz_adapter import group, group_names
-from bnpjax.infer.rhat_ess import ess_bulk, ess_tail, split_rhat
+from bnpjax.infer.rhat_ess import summary_estimates
 
 __all__ = [
     "BOOKKEEPING",
@@ -246,11 +246,10 @@ def _estimates(values, num_chains: int):
     if values is None:
         empty = np.zeros(0)
         return empty, empty, empty
-    bulk = np.nan_to_num(ess_bulk(values), nan=0.0)
-    tail = np.nan_to_num(ess_tail(values), nan=0.0)
+    bulk, tail, r = summary_estimates(values)
+    bulk, tail = np.nan_to_num(bulk, nan=0.0), np.nan_to_num(tail, nan=0.0)
     if num_chains < 2:
         return bulk, tail, np.full(bulk.shape, np.nan)
-    r = split_rhat(values)
     return bulk, tail, np.where(np.isnan(r), np.inf, r)
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ess_bulk", "ess_tail", "split_rhat"]
+__all__ = ["ess_bulk", "ess_tail", "split_rhat", "summary_estimates"]
 
 #: the fractional offset of Blom's normal scores (Vehtari et al. 2021, eq. 14)
 _BLOM_OFFSET = 3.0 / 8.0
@@ -84,6 +84,14 @@ def _rhat(values: np.ndarray) -> np.ndarray:
         return np.sqrt((between / within + draws - 1) / draws)
 
 
+def _split_rhat_of(split: np.ndarray, bulk_scores: np.ndarray) -> np.ndarray:
+    """:func:`split_rhat` of chains already split, given their normal scores."""
+    bulk = _rhat(bulk_scores)
+    folded = np.abs(split - np.median(split.reshape(-1, split.shape[2]), axis=0))
+    tail = _rhat(_normal_scores(folded))
+    return np.where(np.isnan(bulk) | (tail > bulk), tail, bulk)
+
+
 def split_rhat(values) -> np.ndarray:
     """Rank-normalised split R-hat of each column: the larger of the bulk R-hat (normal scores
     of the draws) and the tail R-hat (normal scores of the draws' distance from the median).
@@ -100,10 +108,7 @@ def split_rhat(values) -> np.ndarray:
     """
     values = _as_columns(values)
     split = _split_chains(values)
-    bulk = _rhat(_normal_scores(split))
-    folded = np.abs(split - np.median(split.reshape(-1, split.shape[2]), axis=0))
-    tail = _rhat(_normal_scores(folded))
-    out = np.where(np.isnan(bulk) | (tail > bulk), tail, bulk)
+    out = _split_rhat_of(split, _normal_scores(split))
     out[np.isnan(values).any(axis=(0, 1))] = np.nan
     return out
 
@@ -212,3 +217,33 @@ def ess_tail(values, probabilities=(0.05, 0.95)) -> np.ndarray:
         out = np.fmin(out, _ess(_split_chains((filled <= quantile).astype(float))))
     out[nan] = np.nan
     return out
+
+
+def summary_estimates(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`ess_bulk`, :func:`ess_tail` and :func:`split_rhat` (NaN for one chain) of each
+    column at once: the split chains' normal scores, a sort of every column's pooled draws
+    and most of the cost for hundreds of columns, are computed once for the bulk ESS and the
+    R-hat (identical results).
+
+    Parameters
+    ----------
+    values : array_like, shape (chain, draw, column)
+        At least four draws.
+
+    Returns
+    -------
+    tuple of numpy.ndarray, each of shape (column,)
+        Bulk ESS, tail ESS, split R-hat.
+    """
+    values = _as_columns(values)
+    nan = np.isnan(values).any(axis=(0, 1))
+    split = _split_chains(values)
+    scores = _normal_scores(split)
+    bulk = _ess(scores)
+    bulk[nan] = np.nan
+    tail = ess_tail(values)
+    if values.shape[0] < 2:
+        return bulk, tail, np.full(bulk.shape, np.nan)
+    rhat = _split_rhat_of(split, scores)
+    rhat[nan] = np.nan
+    return bulk, tail, rhat

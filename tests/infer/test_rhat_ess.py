@@ -93,3 +93,19 @@ def test_a_stuck_chain_is_flagged_and_nan_propagates():
 def test_values_of_another_shape_are_refused():
     with pytest.raises(ValueError, match="values must have shape"):
         split_rhat(np.zeros((4, 10)))
+
+
+def test_summary_estimates_are_the_three_estimators():
+    from bnpjax.infer.rhat_ess import summary_estimates
+
+    rng = np.random.default_rng(5)
+    values = rng.normal(size=(3, 60, 6)).cumsum(axis=1) * 0.1 + rng.normal(size=(3, 60, 6))
+    values[:, :, 1] = 2.0  # constant
+    values[:, :, 2] = rng.integers(0, 3, size=(3, 60))  # ties
+    values[1, 7, 3] = np.nan
+    expected = (ess_bulk(values), ess_tail(values), split_rhat(values))
+    for got, want in zip(summary_estimates(values), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+    bulk, _, rhat = summary_estimates(values[:1])
+    np.testing.assert_array_equal(bulk, ess_bulk(values[:1]))
+    assert np.isnan(rhat).all()
