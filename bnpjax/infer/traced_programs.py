@@ -13,25 +13,32 @@ The key (:func:`program_key`) holds
 
 * the program's name, its static settings and the kernel functions, fingerprinted by value:
   numbers, strings, tuples, NamedTuples and dtypes as themselves; a function of bnpjax by its
-  code, its closure, its defaults and every global it reads (so a module constant or function
-  replaced at run time changes the key); JAX's, NumPy's and the standard library's by name
-  (their versions are in the key); arrays by their bytes;
+  code (bytecode, names, constants), its closure, its defaults and every global it reads, and
+  what it reads through a module (so a module constant or function replaced at run time
+  changes the key); JAX's, NumPy's and the standard library's functions by the name they are
+  importable under (their versions are in the key; one made at run time, such as a
+  ``jax.vmap`` closure, is refused); arrays by their bytes, dtype and weak type;
 * the shapes, dtypes, weak types and shardings of the arguments;
-* the source of the installed bnpjax package (a digest of its files), the versions of Python,
+* the source of the installed bnpjax package (a digest of its files, read when bnpjax is
+  imported; nothing is stored where there is no source), the versions of bnpjax, Python,
   jax, jaxlib, NumPy and the other libraries a kernel may call, the backend and its devices,
   and the JAX settings that change what tracing produces (64-bit mode, the PRNG, promotion
-  rules, matmul precision).
+  rules, matmul precision, the partitioner).
 
 Anything that cannot be fingerprinted (a function of the user's own, an object of an unknown
 type) gives no key, and that program is traced and lowered as before: a stored program is
 only ever used where it is the one tracing would produce. Programs JAX cannot export (host
-callbacks) are traced as before too.
+callbacks) are traced as before too, and so are programs with weakly typed arguments or
+results (a deserialized program has none, and would promote differently). A stored program
+that fails to load is removed and traced again.
 
 The programs live in ``traced/`` inside the compilation cache's folder (a few tens to hundreds
 of kB each) and follow its switch (``BNPJAX_CACHE_DIR``); ``BNPJAX_TRACED_PROGRAMS=off`` turns
 off this layer alone. The folder is capped at :data:`MAX_BYTES`, the least recently used
 programs removed first. Serialization needs the ``flatbuffers`` package (a dependency of
-bnpjax); without it programs are traced in every process.
+bnpjax); without it programs are traced in every process. A remote compilation cache
+(``gs://...``) keeps no traced programs. The files are read with ``pickle``: the folder must
+be as trusted as the code (it is the user's own cache folder by default).
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ import logging
 import os
 import pickle
 import sys
+import tempfile
+import time
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -81,6 +90,10 @@ _CONFIG = (
     "jax_enable_checks",
     "jax_debug_nans",
     "jax_debug_infs",
+    "jax_debug_key_reuse",
+    "jax_random_seed_offset",
+    "jax_use_shardy_partitioner",
+    "jax_dynamic_shapes",
 )
 _STATS = {"stored": 0, "loaded": 0, "unkeyed": 0, "not_exported": 0}
 
@@ -107,7 +120,7 @@ def _enabled() -> bool:
 
 def _folder() -> Path | None:
     cache = jax.config.jax_compilation_cache_dir
-    if not cache or not _enabled():
+    if not cache or not _enabled() or "://" in str(cache):  # a remote cache: not here
         return None
     return Path(cache) / "traced"
 
@@ -171,9 +184,12 @@ class _Fingerprint:
         elif isinstance(obj, types.FunctionType):
             self._function(obj, depth)
         elif isinstance(obj, types.BuiltinFunctionType | np.ufunc):
-            module = getattr(obj, "__module__", None) or "builtins"
-            _check_root(module, obj)
-            self.emit("builtin", module, getattr(obj, "__qualname__", obj.__name__))
+            owner = getattr(obj, "__self__", None)
+            if owner is not None and not isinstance(owner, types.ModuleType):
+                self.emit("bound builtin", obj.__name__)  # d.get: the dict d matters
+                self.visit(owner, depth + 1)
+            else:
+                self.emit("builtin", _importable(obj))
         elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
             self.emit("namedtuple", _by_name(kind))
             for name, value in zip(obj._fields, obj, strict=True):
@@ -197,14 +213,11 @@ class _Fingerprint:
             for field in dataclasses.fields(obj):
                 self.emit(field.name)
                 self.visit(getattr(obj, field.name), depth + 1)
-        elif callable(obj) and hasattr(obj, "__wrapped__") and _root(kind.__module__) in _BY_NAME:
-            # jax.jit, custom_jvp and the like: the function they wrap
-            if self.once(obj):
-                self.emit("wrapped", _by_name(kind))
-                self.visit(obj.__wrapped__, depth + 1)
         elif _root(kind.__module__) in _BY_NAME and callable(obj) and hasattr(obj, "__name__"):
-            # a library's function object (jnp.ufunc and the like): by name
-            self.emit("library", _by_name(kind), getattr(obj, "__module__", ""), obj.__name__)
+            # a library's function object (jnp.ufunc, jax.jit's, custom_jvp's): by the name it
+            # is importable under, so its options are those of that definition (the library's
+            # version, or bnpjax's source, is in the key); one made at run time is refused
+            self.emit("library", _by_name(kind), _importable(obj))
         elif _root(kind.__module__) in _BY_NAME and hasattr(obj, "dtype") and callable(obj):
             # jnp.float32 and friends: scalar types, identified by their dtype
             self.emit("scalar_type", _by_name(kind), np.dtype(obj.dtype).str)
@@ -220,7 +233,8 @@ class _Fingerprint:
             value = np.asarray(obj)
         except Exception as err:  # a tracer: no value to fingerprint
             raise _Unstable(f"array without a value ({type(err).__name__})") from None
-        self.emit("array", value.dtype.str, value.shape)
+        weak = bool(getattr(obj, "weak_type", False))
+        self.emit("array", str(value.dtype), value.dtype.str, value.shape, weak)
         self.digest.update(np.ascontiguousarray(value).tobytes())
 
     def _treedef(self, treedef, depth: int) -> None:
@@ -254,7 +268,9 @@ class _Fingerprint:
         module = fn.__module__ or ""
         self.emit("function", module, fn.__qualname__)
         if module.split(".")[0] != "bnpjax":
-            _check_root(module, fn)
+            # a library's: its definition is its name's (a closure made at run time, such as
+            # jax.vmap's with its axes, is refused)
+            self.emit(_importable(fn))
             return
         names = set()
         self._code(fn.__code__, names)
@@ -278,7 +294,7 @@ class _Fingerprint:
         if isinstance(value, types.ModuleType):
             self.emit("module", value.__name__)
             root = value.__name__.split(".")[0]
-            if level >= 2 or (root != "bnpjax" and root not in _BY_NAME):
+            if level >= 3 or (root != "bnpjax" and root not in _BY_NAME):
                 return
             # the attributes the code may read from it (``module.name``, ``module.sub.name``)
             namespace = vars(value)
@@ -287,15 +303,12 @@ class _Fingerprint:
                     self.emit("attribute", name)
                     self._global(namespace[name], names, depth + 1, level + 1)
             return
-        if level and _is_library(value):
-            # a library's own function, class or constant, read through its module: by name
-            # when it is its own (the version is in the key), by value otherwise
-            self.emit("library", _token(value))
-            return
         self.visit(value, depth)
 
     def _code(self, code, names: set) -> None:
-        self.emit("code", code.co_code.hex(), code.co_argcount, code.co_kwonlyargcount)
+        self.emit("code", code.co_qualname, code.co_code.hex(), code.co_argcount)
+        # the names in order: the bytecode refers to them by position
+        self.emit(code.co_kwonlyargcount, code.co_names, code.co_varnames, code.co_freevars)
         names.update(code.co_names)
         for const in code.co_consts:
             if isinstance(const, types.CodeType):
@@ -309,10 +322,13 @@ def _first(pair):
 
 
 def _token(obj) -> str:
-    """A stable string for a (hashable) key of a dict or member of a set."""
-    fp = _Fingerprint()
-    fp.visit(obj)
-    return fp.digest.hexdigest()
+    """A stable string for a (hashable) key of a dict or member of a set (numbers, strings,
+    tuples of them: anything else is refused)."""
+    if obj is None or type(obj) in (bool, int, float, complex, str, bytes):
+        return f"{type(obj).__name__}:{obj!r}"
+    if type(obj) is tuple:
+        return "(" + ",".join(_token(item) for item in obj) + ")"
+    raise _Unstable(f"a key or member {type(obj).__qualname__}")
 
 
 def _root(module: str) -> str:
@@ -327,31 +343,42 @@ def _check_root(module: str, obj) -> None:
 def _by_name(cls) -> str:
     module = getattr(cls, "__module__", None) or "builtins"
     _check_root(module, cls)
+    if "<locals>" in cls.__qualname__:
+        raise _Unstable(f"a class made at run time, {cls.__qualname__}")
     return f"{module}.{cls.__qualname__}"
 
 
-def _is_library(value) -> bool:
-    """A function or class that belongs to a library fingerprinted by name."""
-    if isinstance(value, type | types.FunctionType | types.BuiltinFunctionType | np.ufunc):
-        module = getattr(value, "__module__", None) or "builtins"
-        return _root(module) in _BY_NAME
-    kind = type(value)
-    # jax's wrapped functions (jit, custom_jvp/vjp) and numpy's scalar types
-    return _root(kind.__module__) in _BY_NAME and callable(value) and kind.__module__ != "builtins"
+def _importable(obj) -> str:
+    """``module.qualname`` of a library's object that is that module's attribute of that
+    name, so that the name says what it is (else refused)."""
+    module = getattr(obj, "__module__", None) or "builtins"
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", "")
+    _check_root(module, obj)
+    found = sys.modules.get(module)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    if found is not obj:
+        raise _Unstable(f"{module}.{qualname} made at run time")
+    return f"{module}.{qualname}"
 
 
-@functools.cache
-def _installation() -> str:
-    """Everything about the installation that a stored program depends on (once a process)."""
+def _installation() -> str | None:
+    """Everything about the installation that a stored program depends on: the source of
+    bnpjax's files (read when bnpjax is imported, as near as can be to the code that runs),
+    Python's and the libraries' versions. None when bnpjax's source cannot be read (an
+    installation of compiled files only): nothing is stored then."""
     from importlib.metadata import PackageNotFoundError, version
 
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
-    for path in sorted(package.rglob("*.py")):
+    sources = sorted(package.rglob("*.py"))
+    if not sources:
+        return None
+    for path in sources:
         digest.update(str(path.relative_to(package)).encode())
         digest.update(path.read_bytes())
     parts = [sys.version, digest.hexdigest()]
-    for name in _LIBRARIES:
+    for name in ("bnpjax", *_LIBRARIES):
         try:
             parts.append(f"{name}={version(name)}")
         except PackageNotFoundError:
@@ -359,9 +386,14 @@ def _installation() -> str:
     return "\n".join(parts)
 
 
+_INSTALLATION = _installation()
+
+
 def _environment() -> str:
+    if _INSTALLATION is None:
+        raise _Unstable("bnpjax's source cannot be read")
     devices = jax.devices()
-    parts = [_installation(), jax.default_backend(), str(len(devices))]
+    parts = [_INSTALLATION, jax.default_backend(), str(len(devices))]
     parts += sorted({f"{d.platform}:{d.device_kind}" for d in devices})
     for name in _CONFIG:
         parts.append(f"{name}={getattr(jax.config, name, None)}")
@@ -406,6 +438,9 @@ def program_key(name: str, static_key: Any, args: tuple, options: tuple = ()) ->
     except _Unstable as why:
         logger.debug("program %s traced without a stored copy: %s", name, why)
         return None
+    except Exception as err:  # anything unforeseen (a cycle too deep): traced, never a failure
+        logger.debug("program %s not fingerprinted (%r); traced", name, err)
+        return None
     return fp.digest.hexdigest()
 
 
@@ -441,10 +476,10 @@ def _store(folder: Path, key: str, exported, out_tree) -> None:
             {"exported": bytes(exported.serialize()), "out_tree": out_tree}
         )
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{key}{_SUFFIX}"
-        partial = path.with_suffix(f".{os.getpid()}.partial")
-        partial.write_bytes(blob)
-        os.replace(partial, path)  # readers never see half a file
+        handle, partial = tempfile.mkstemp(dir=folder, prefix=f"{key}.", suffix=".partial")
+        with os.fdopen(handle, "wb") as file:
+            file.write(blob)
+        os.replace(partial, folder / f"{key}{_SUFFIX}")  # readers never see half a file
         _STATS["stored"] += 1
         _evict(folder)
     except Exception as err:  # a read-only or full disk: the program is traced next time
@@ -453,12 +488,15 @@ def _store(folder: Path, key: str, exported, out_tree) -> None:
 
 def _evict(folder: Path) -> None:
     files = []
-    for path in folder.glob(f"*{_SUFFIX}"):
+    for path in folder.iterdir():
         try:
             stat = path.stat()
         except OSError:
             continue
-        files.append((stat.st_mtime, stat.st_size, path))
+        if path.suffix == ".partial" and stat.st_mtime < time.time() - 3600:
+            _remove(path)  # left by a process that stopped while writing
+        elif path.suffix == _SUFFIX:
+            files.append((stat.st_mtime, stat.st_size, path))
     total = sum(size for _, size, _ in files)
     for _, size, path in sorted(files, key=_first):
         if total <= MAX_BYTES:
@@ -518,20 +556,44 @@ def lower(name: str, fn: Callable, static_key: Any, args: tuple, out_shardings=N
         _STATS["unkeyed"] += 1
     stored = _load(folder, key) if key is not None else None
     if stored is not None:
-        _STATS["loaded"] += 1
-    elif key is not None and _can_serialize():
         try:
-            stored = _export(fn, args)
+            lowered = _lower_stored(*stored, args, out_shardings)
+        except Exception as err:  # e.g. written by another jaxlib build: traced again
+            logger.debug("stored program %s not usable (%r); traced", name, err)
+            _remove(folder / f"{key}{_SUFFIX}")
+        else:
+            _STATS["loaded"] += 1
+            return lowered
+    if key is not None and key not in _NOT_EXPORTED and _can_serialize():
+        try:
+            exported, out_tree = _export(fn, args)
         except Exception as err:  # e.g. a host callback: JAX cannot export it
+            _NOT_EXPORTED.add(key)
             _STATS["not_exported"] += 1
             logger.debug("program %s not exported (%s); traced as usual", name, err)
         else:
-            _store(folder, key, *stored)
-    if stored is None:
-        if callable(out_shardings):
-            out_shardings = out_shardings(jax.eval_shape(fn, *args))
-        return _jit(fn, out_shardings).lower(*args)
-    exported, out_tree = stored
+            avals = (*exported.in_avals, *exported.out_avals)
+            if any(getattr(aval, "weak_type", False) for aval in avals):
+                # a deserialized program's values are never weakly typed: loaded, it would
+                # promote unlike the traced one (a weak float64 scalar with float32 arrays)
+                _NOT_EXPORTED.add(key)
+                _STATS["not_exported"] += 1
+            else:
+                _store(folder, key, exported, out_tree)
+                try:
+                    return _lower_stored(exported, out_tree, args, out_shardings)
+                except Exception as err:
+                    logger.debug("exported program %s not usable (%r); traced", name, err)
+    if callable(out_shardings):
+        out_shardings = out_shardings(jax.eval_shape(fn, *args))
+    return _jit(fn, out_shardings).lower(*args)
+
+
+#: Keys of programs JAX could not export in this process (not tried again).
+_NOT_EXPORTED: set[str] = set()
+
+
+def _lower_stored(exported, out_tree, args, out_shardings):
     if callable(out_shardings):
         out_shardings = out_shardings(_shapes(exported, out_tree))
 
@@ -540,6 +602,13 @@ def lower(name: str, fn: Callable, static_key: Any, args: tuple, out_shardings=N
         return jax.tree_util.tree_unflatten(out_tree, results)
 
     return _jit(call, out_shardings).lower(*args)
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 def _jit(fn, out_shardings):

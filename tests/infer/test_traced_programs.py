@@ -54,6 +54,9 @@ def test_a_second_process_loads_the_traced_programs_and_draws_the_same(tmp_path)
     for name in files:
         (tmp_path / "cache" / "traced" / name).write_bytes(b"bnpjax-traced-program-1\nnot it")
     assert _run(tmp_path) == (2, 0, draws)
+    # what the key must see, changed between processes: stored anew, never loaded
+    stored, loaded, draws64 = _run(tmp_path, JAX_ENABLE_X64="1")
+    assert (stored, loaded) == (2, 0) and draws64 != draws
 
 
 def _key(fn, *, shape=(3,), dtype=jnp.float32, setting=1):
@@ -112,3 +115,22 @@ def test_the_folder_is_capped(tmp_path, monkeypatch, size):
     monkeypatch.setattr(traced_programs, "MAX_BYTES", 250)
     traced_programs._evict(tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["1.exported", "2.exported"]
+
+
+def _in_bnpjax(source):
+    """A function as if defined in a bnpjax module (walked by its code)."""
+    namespace = {"__name__": "bnpjax.fake_module"}
+    exec(source, namespace)
+    return namespace["f"]
+
+
+def test_the_key_sees_the_code_itself():
+    first = _in_bnpjax("def f(s):\n    return s.alpha - s.beta\n")
+    second = _in_bnpjax("def f(s):\n    return s.beta - s.alpha\n")
+    assert None not in (_key(first), _key(second)) and _key(first) != _key(second)
+    assert _key(_in_bnpjax("def f(x):\n    return max(x)\n")) != _key(
+        _in_bnpjax("def f(x):\n    return min(x)\n")
+    )
+    # a library's closure made at run time says nothing by its name: refused
+    assert _key(jax.vmap(jnp.sum, in_axes=0)) is None
+    assert _key(jnp.sum) is not None
