@@ -96,6 +96,8 @@ _CONFIG = (
     "jax_dynamic_shapes",
 )
 _STATS = {"stored": 0, "loaded": 0, "unkeyed": 0, "not_exported": 0}
+#: Keys of programs JAX could not export in this process (not tried again).
+_NOT_EXPORTED: set[str] = set()
 
 
 class _Unstable(Exception):
@@ -587,10 +589,6 @@ def lower(name: str, fn: Callable, static_key: Any, args: tuple, out_shardings=N
     if callable(out_shardings):
         out_shardings = out_shardings(jax.eval_shape(fn, *args))
     return _jit(fn, out_shardings).lower(*args)
-
-
-#: Keys of programs JAX could not export in this process (not tried again).
-_NOT_EXPORTED: set[str] = set()
 
 
 def _lower_stored(exported, out_tree, args, out_shardings):

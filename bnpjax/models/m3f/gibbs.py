@@ -115,7 +115,7 @@ def _scale_moves(key, data, hyper, state, *, item_bias, fixed_items, lambda_rate
             key_a, data, hyper, U, V, theta, bias, item_bias=item_bias, lambda_rate=lambda_rate,
             **pairs,
         )  # fmt: skip
-        pairs = {key: a * value for key, value in pairs.items()}
+        pairs = {name: a * value for name, value in pairs.items()}
     x = pairs["scores"] + bias[data.items]
     theta, _ = scale._shift_thresholds(
         key_t, data, hyper, theta, x, lambda_rate=lambda_rate, theta_pairs=pairs["theta_pairs"]
