@@ -9,6 +9,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
+jupyter_client = pytest.importorskip("jupyter_client")
 
 ROOT = pathlib.Path(__file__).parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -86,8 +87,15 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     # the kernel runs in tmp_path: let it import this checkout's bnpjax, not another install
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     notebook = _with_parameters(nbformat.read(path, as_version=4), SHORT.get(path.stem, {}))
+    # the kernel talks over Unix sockets in tmp_path, not TCP: TCP ports are picked free by the
+    # client and bound later by the kernel, and on a busy CI machine another process took one
+    # in between ("Address already in use", the kernel died before it replied)
+    kernel = jupyter_client.KernelManager(
+        kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel")
+    )
     client = nbclient.NotebookClient(
         notebook,
+        km=kernel,
         timeout=CELL_TIMEOUT_S,
         kernel_name="python3",
         resources={"metadata": {"path": str(tmp_path)}},
