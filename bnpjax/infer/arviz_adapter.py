@@ -43,6 +43,7 @@ __all__ = [
     "import_arviz",
     "package_versions",
     "pooled_draws",
+    "prepare_backend",
     "set_backend",
     "to_inference_data",
 ]
@@ -173,6 +174,21 @@ def _storable(value) -> np.ndarray:
     """Booleans (active masks) as int8: ArviZ's plots and NumPyro's summary refuse bools."""
     array = np.asarray(value)
     return array.astype(np.int8) if array.dtype == np.bool_ else array
+
+
+def prepare_backend() -> None:
+    """Import the modules :func:`to_inference_data` will need, now rather than at the first
+    conversion: ArviZ 0.x takes 1-2 s to import (with xarray, pandas, matplotlib and SciPy's
+    statistics). :func:`bnpjax.sample` calls it while the devices run its first chunk, so
+    that in a fresh process the import overlaps the sampling. A backend that cannot be
+    imported is left for the conversion to report."""
+    try:
+        if backend() == "1":
+            import arviz_base  # noqa: F401
+        else:
+            import_arviz()
+    except ImportError:
+        pass
 
 
 def _from_dict_0(groups, dims, coords, attrs):

@@ -31,6 +31,7 @@ draws, ``thin`` steps per kept draw):
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -41,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from bnpjax.infer.arviz_adapter import to_inference_data
+from bnpjax.infer.arviz_adapter import prepare_backend, to_inference_data
 from bnpjax.infer.base import SamplingAlgorithm, Trace, adapting, default_trace
 from bnpjax.infer.capacity import capacity_flags
 from bnpjax.infer.checkpoint import (
@@ -53,7 +54,7 @@ from bnpjax.infer.checkpoint import (
 )
 from bnpjax.infer.checks import check_integer
 from bnpjax.infer.diagnostics import check_convergence as _check_convergence
-from bnpjax.infer.guard import finite_flags, locate_nonfinite
+from bnpjax.infer.guard import chunk_error, finite_flags
 from bnpjax.infer.keys import chain_keys as _chain_keys
 from bnpjax.infer.keys import seed_of as _seed_of
 from bnpjax.infer.programs import (
@@ -250,11 +251,13 @@ def _run_phase(
     on_chunk: Callable | None = None,
     guard: dict | None = None,
     placement: Placement | None = None,
+    while_running: Callable = lambda: None,
 ):
     """Run ``num_draws`` draws (``thin`` steps each) in chunks; return kept draws per chunk.
 
     ``compile_as_sampling`` runs warmup with a program of the sampling kind (the kernel's
-    step, draws recorded and then dropped)."""
+    step, draws recorded and then dropped). ``while_running()`` is called after each chunk
+    is dispatched, before its results are awaited."""
     program_warmup = warmup and not compile_as_sampling
     kept_chunks: list = []
     done = 0
@@ -289,6 +292,7 @@ def _run_phase(
             )  # fmt: skip
             t0 = time.perf_counter()
             new_states, kept, exceeded, needed, finite = program(*args)
+            while_running()
             exceeded = bool(exceeded)
             if not warmup:
                 kept = to_host(kept)
@@ -319,24 +323,10 @@ def _run_phase(
 
 
 def _nonfinite(algorithm, states, run_keys, first_step, num_steps, warmup, guard):
-    """The error for a chunk that ended non-finite: its steps replayed one at a time from
-    ``states`` to find the first bad one (:func:`bnpjax.infer.guard.locate_nonfinite`)."""
+    """The error for a chunk that ended non-finite (:func:`bnpjax.infer.guard.chunk_error`)."""
     fns = _kernel_functions(algorithm)
     step_fn = fns.warmup_step if (warmup and fns.warmup_step is not None) else fns.step
-
-    def one_step(s, t):
-        keys = jax.vmap(jax.random.fold_in, (0, None))(run_keys, t)
-        return _over_chains(step_fn)(keys, s)[0]
-
-    guard = guard or {}
-    return locate_nonfinite(
-        one_step,
-        states,
-        first_step,
-        num_steps,
-        checkpoint=guard.get("path"),
-        checkpoint_step=guard.get("step"),
-    )
+    return chunk_error(_over_chains(step_fn), run_keys, states, first_step, num_steps, guard)
 
 
 def _progress_postfix(progress, kept, algorithm) -> None:
@@ -366,6 +356,7 @@ def run(
     checkpoint_path=None,
     resume_from: Checkpoint | None = None,
     devices=None,
+    while_running: Callable | None = None,
 ) -> SamplingResult:
     """Run ``algorithm`` and return the kept draws and final state (see :func:`sample`).
 
@@ -377,6 +368,8 @@ def run(
     (:mod:`bnpjax.infer.checkpoint`; continue with ``load_checkpoint`` and ``resume``).
     ``resume_from``: the :class:`~bnpjax.infer.Checkpoint` whose chains this run continues
     (as :func:`resume` passes it): its saved draws start the trace and every checkpoint.
+    ``while_running()`` is called once, as soon as the first chunk is dispatched, while the
+    devices compute (:func:`sample` imports ArviZ there, 1-2 s in a fresh process).
 
     A chain whose state turns NaN or infinite stops the run with a
     :class:`~bnpjax.infer.guard.NonFiniteStateError` naming the step and the variables.
@@ -461,6 +454,7 @@ def run(
             writer.save(algorithm_now, states_now, steps_done, draws)
             guard.update(path=checkpoint_path, step=steps_done)
 
+    once = functools.cache(while_running or (lambda: None))  # called at most once
     progress = None
     if progress_bar:
         from tqdm.auto import tqdm
@@ -494,6 +488,7 @@ def run(
                 on_chunk=on_chunk,
                 guard=guard,
                 placement=placement,
+                while_running=once,
             )
             warmup_step += num_draws * warmup_thin
         if progress is not None:
@@ -513,6 +508,7 @@ def run(
             on_chunk=on_chunk,
             guard=guard,
             placement=placement,
+            while_running=once,
         )
     finally:
         if progress is not None:
@@ -613,6 +609,7 @@ def sample(
         checkpoint_path=checkpoint_path,
         resume_from=resume_from,
         devices=devices,
+        while_running=prepare_backend,
     )
     idata = to_inference_data(result)
     if check_convergence:

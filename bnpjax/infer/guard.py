@@ -16,7 +16,7 @@ import numpy as np
 
 from bnpjax.infer.checks import nonfinite_leaves
 
-__all__ = ["NonFiniteStateError", "finite_flags", "locate_nonfinite"]
+__all__ = ["NonFiniteStateError", "chunk_error", "finite_flags", "locate_nonfinite"]
 
 
 class NonFiniteStateError(FloatingPointError):
@@ -93,4 +93,40 @@ def locate_nonfinite(
     )
     return NonFiniteStateError(
         message, step=step_found, variables=variables, chains=chains, checkpoint=checkpoint
+    )
+
+
+def chunk_error(step: Callable, run_keys, states, first_step: int, num_steps: int, guard=None):
+    """The error for a chunk that ended non-finite: its steps replayed one at a time from
+    ``states`` (:func:`locate_nonfinite`), each with the keys the chunk folded from
+    ``run_keys`` for it.
+
+    Parameters
+    ----------
+    step : callable
+        ``step(keys, states) -> (states, info)`` over all the chains at once.
+    run_keys : jax.Array
+        the chains' run keys (one per chain).
+    states, first_step, num_steps
+        as for :func:`locate_nonfinite`.
+    guard : dict, optional
+        ``{"path": the last checkpoint file, "step": its step}`` when the run checkpoints.
+
+    Returns
+    -------
+    NonFiniteStateError
+    """
+
+    def one_step(s, t):
+        keys = jax.vmap(jax.random.fold_in, (0, None))(run_keys, t)
+        return step(keys, s)[0]
+
+    guard = guard or {}
+    return locate_nonfinite(
+        one_step,
+        states,
+        first_step,
+        num_steps,
+        checkpoint=guard.get("path"),
+        checkpoint_step=guard.get("step"),
     )

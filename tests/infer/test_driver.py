@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import bnpjax
-from bnpjax.infer import ArvizSpec, SamplingAlgorithm, bind, compile_count, run
+from bnpjax.infer import ArvizSpec, SamplingAlgorithm, bind, compile_count, driver, run
 from bnpjax.models import linear_regression as lr
 from bnpjax.testing.kernels import poisson_birth_death
 
@@ -67,6 +67,28 @@ def test_draws_do_not_depend_on_chunking_progress_or_thinning(regression):
     assert base.trace["posterior"]["beta"].shape == (2, 30, 3)
     # chains differ from each other
     assert not np.array_equal(base.trace["posterior"]["tau"][0], base.trace["posterior"]["tau"][1])
+
+
+def test_while_running_is_called_once_while_the_first_chunk_runs(regression, monkeypatch):
+    """run() calls while_running once, after the first chunk is dispatched (the chunk's
+    results are not yet read: on_chunk, which reads them, comes after); sample() passes the
+    import of the ArviZ backend, and the draws do not change."""
+    data, prior = regression
+    alg = lr.gibbs(data, hyper=prior)
+    key = jax.random.key(3)
+    calls = []
+    monkeypatch.setattr(driver, "_progress_postfix", lambda *a: calls.append("chunk read"))
+    kwargs = dict(num_warmup=6, num_chains=2, chunk_size=4)
+    with_hook = run(alg, key, 12, **kwargs, while_running=lambda: calls.append("idle"))
+    assert calls[0] == "idle" and calls.count("idle") == 1
+    plain = run(alg, key, 12, **kwargs, progress_bar=False)
+    np.testing.assert_array_equal(
+        with_hook.trace["posterior"]["beta"], plain.trace["posterior"]["beta"]
+    )
+    prepared = []
+    monkeypatch.setattr(driver, "prepare_backend", lambda: prepared.append(True))
+    bnpjax.sample(alg, key, 5, num_chains=2, progress_bar=False, check_convergence=False)
+    assert prepared == [True]
 
 
 def test_thinned_warmup_runs_the_sampling_program():
