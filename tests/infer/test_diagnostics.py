@@ -203,3 +203,25 @@ def test_move_counters_are_bookkeeping_not_posterior_quantities():
     }
     report = convergence_report(trace)
     assert [v.name for v in report.variables] == ["x"]
+
+
+def test_checking_the_same_draws_again_reuses_their_estimates(monkeypatch):
+    """A run is often checked twice (by sample, then by a summary): the second check of the
+    same draws estimates nothing again, a variable whose draws changed is estimated anew, and
+    the reports are the same as from scratch."""
+    from bnpjax.infer import diagnostics
+
+    draws = {"posterior": {"a": _stuck(), "b": _mixed((3,))}}
+    first = convergence_report(draws)
+    counted = []
+    real = diagnostics.summary_estimates
+    monkeypatch.setattr(
+        diagnostics, "summary_estimates", lambda v: counted.append(v.shape[2]) or real(v)
+    )
+    assert convergence_report(draws) == first and counted == []
+    changed = {"posterior": {"a": _mixed(), "b": draws["posterior"]["b"]}}
+    again = convergence_report(changed)
+    assert counted == [1]  # only "a"
+    monkeypatch.setattr(diagnostics, "_RECENT", type(diagnostics._RECENT)())
+    assert convergence_report(changed) == again
+    assert first.variables[0].r_hat > 1.5 > again.variables[0].r_hat
