@@ -37,6 +37,7 @@ them; ``BNPJAX_XLA_CPU_OPT_LEVEL=default`` or the flag in ``XLA_FLAGS`` leaves X
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import time
 from collections import OrderedDict
@@ -194,43 +195,73 @@ def _aval_key(tree) -> tuple:
     )
 
 
-def jit(fn: Callable | None = None, **jit_kwargs):
-    """``jax.jit`` with :func:`compiler_options`, for bnpjax's programs outside the driver
-    (variational chunks, predictions); usable as ``@jit`` or ``@jit(static_argnames=...)``.
+def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=()):
+    """``jax.jit`` for bnpjax's programs outside the driver (variational chunks, predictions),
+    compiled as the driver compiles its own; usable as ``@jit`` or ``@jit(static_argnames=...)``.
 
-    The options are read at the first call (the environment may change after import); an
-    option the installed XLA does not know is dropped, as in :func:`compile_lowered`.
+    Each program goes through :func:`_compiled`: it is compiled with :func:`compiler_options`
+    (an option the installed XLA does not know is dropped), kept in the driver's bounded cache
+    of compiled programs, and loaded from :mod:`bnpjax.infer.traced_programs` when another
+    process traced it (the functions it is given as :class:`jax.tree_util.Partial` arguments
+    are part of the key; a user's own function is traced as before).
 
     Parameters
     ----------
     fn : callable, optional
-    **jit_kwargs
-        passed to ``jax.jit``.
+    static_argnums, static_argnames : int, str or tuple
+        As for ``jax.jit``: these arguments are hashable settings, part of the program.
 
     Returns
     -------
     callable
     """
     if fn is None:
-        return functools.partial(jit, **jit_kwargs)
-    jitted_by_options: dict = {}
+        return functools.partial(
+            jit, static_argnums=static_argnums, static_argnames=static_argnames
+        )
+    as_tuple = lambda v: (v,) if isinstance(v, (int, str)) else tuple(v)  # noqa: E731
+    static_argnums, static_argnames = set(as_tuple(static_argnums)), set(as_tuple(static_argnames))
+    try:  # static arguments named but passed by position, as jax.jit finds them
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []
+    for index, parameter in enumerate(parameters):
+        positional = parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+        if positional and parameter.name in static_argnames:
+            static_argnums.add(index)
+        if positional and index in static_argnums:
+            static_argnames.add(parameter.name)
+    label = f"jit:{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
+    seen: set = set()
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        while True:
-            options = compiler_options()
-            key = tuple(sorted((options or {}).items()))
-            if key not in jitted_by_options:
-                jitted_by_options[key] = jax.jit(fn, compiler_options=options, **jit_kwargs)
-            try:
-                return jitted_by_options[key](*args, **kwargs)
-            except Exception as err:  # jaxlib's runtime error type moves between releases
-                if not _drop_unknown(options, err):
-                    raise
+        static = (
+            len(args),
+            tuple((i, a) for i, a in enumerate(args) if i in static_argnums),
+            tuple(sorted((k, v) for k, v in kwargs.items() if k in static_argnames)),
+        )
+        dynamic = (
+            tuple(a for i, a in enumerate(args) if i not in static_argnums),
+            {k: v for k, v in kwargs.items() if k not in static_argnames},
+        )
+        program = _compiled(
+            label, functools.partial(_call_split, fn, static), (fn, static), dynamic, {}
+        )
+        seen.add((static, _aval_key(dynamic)))
+        return program(*dynamic)
 
-    # jax.jit's count of compiled programs, summed over the option sets (no-recompile tests)
-    call._cache_size = lambda: sum(j._cache_size() for j in jitted_by_options.values())
+    # how many programs this function has compiled (no-recompile tests)
+    call._cache_size = lambda: len(seen)
     return call
+
+
+def _call_split(fn, static, args, kwargs):
+    """``fn`` called with its dynamic ``args`` and ``kwargs`` merged with the static ones."""
+    num_args, static_args, static_kwargs = static
+    given, rest = dict(static_args), iter(args)
+    merged = [given[i] if i in given else next(rest) for i in range(num_args)]
+    return fn(*merged, **kwargs, **dict(static_kwargs))
 
 
 def _drop_unknown(options: dict | None, err: Exception) -> bool:

@@ -134,3 +134,40 @@ def test_the_key_sees_the_code_itself():
     # a library's closure made at run time says nothing by its name: refused
     assert _key(jax.vmap(jnp.sum, in_axes=0)) is None
     assert _key(jnp.sum) is not None
+
+
+_PREDICTION = """
+import numpy as np, scipy.sparse as sp
+from bnpjax.fm import FMRegressor
+from bnpjax.infer import traced_programs
+rng = np.random.default_rng(0)
+X = sp.csr_matrix((rng.random((30, 6)) < 0.4).astype(float))
+y = rng.normal(size=30)
+model = FMRegressor(rank=2, random_state=0).fit(X, y, n_iter=6, n_kept_samples=3)
+after_fit = dict(traced_programs.stats())
+predicted = model.predict(X)
+stats = traced_programs.stats()
+print(stats["stored"] - after_fit["stored"], stats["loaded"] - after_fit["loaded"],
+      repr(float(predicted.sum())))
+"""
+
+
+def test_a_prediction_program_is_loaded_by_a_second_process(tmp_path):
+    """Programs outside the driver (bnpjax.infer.programs.jit: predictions, variational
+    chunks) are stored and loaded the same way: the FM's prediction, with a static row count
+    passed by position."""
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_COMPILATION_CACHE_DIR",)}
+    env.update(JAX_PLATFORMS="cpu", BNPJAX_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop(traced_programs.ENABLE_VARIABLE, None)
+
+    def run():
+        out = subprocess.run(
+            [sys.executable, "-c", _PREDICTION], env=env, capture_output=True, text=True,
+            check=True,
+        )  # fmt: skip
+        stored, loaded, total = out.stdout.strip().splitlines()[-1].split()
+        return int(stored), int(loaded), total
+
+    stored, loaded, total = run()
+    assert stored >= 1 and loaded == 0
+    assert run() == (0, stored, total)
