@@ -236,6 +236,10 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=()):
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((args, kwargs))):
+            # called inside another traced function: traced into it, as jax.jit would be
+            return jax.jit(fn, static_argnums=tuple(static_argnums),
+                           static_argnames=tuple(static_argnames))(*args, **kwargs)  # fmt: skip
         static = (
             len(args),
             tuple((i, a) for i, a in enumerate(args) if i in static_argnums),

@@ -171,3 +171,20 @@ def test_a_prediction_program_is_loaded_by_a_second_process(tmp_path):
     stored, loaded, total = run()
     assert stored >= 1 and loaded == 0
     assert run() == (0, stored, total)
+
+
+def test_programs_jit_takes_static_arguments_either_way_and_runs_inside_a_trace():
+    from bnpjax.infer.programs import jit
+
+    @jit(static_argnames="n")
+    def scaled(x, n, offset=0.0):
+        return x * n + offset
+
+    x = jnp.arange(3.0)
+    np.testing.assert_array_equal(scaled(x, 2), 2 * x)
+    np.testing.assert_array_equal(scaled(x, n=2), 2 * x)
+    np.testing.assert_array_equal(scaled(x, 3, offset=1.0), 3 * x + 1)
+    assert scaled._cache_size() == 3  # by position and by name differ, as in jax.jit
+    # called inside another traced function it is traced into it
+    np.testing.assert_array_equal(jax.jit(lambda v: scaled(v, 4))(x), 4 * x)
+    np.testing.assert_array_equal(jax.grad(lambda v: scaled(v, 5).sum())(x), np.full(3, 5.0))
