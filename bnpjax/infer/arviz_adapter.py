@@ -180,8 +180,8 @@ def prepare_backend() -> None:
     """Import the modules :func:`to_inference_data` will need, now rather than at the first
     conversion: ArviZ 0.x takes 1-2 s to import (with xarray, pandas, matplotlib and SciPy's
     statistics). :func:`bnpjax.sample` calls it while the devices run its first chunk, so
-    that in a fresh process the import overlaps the sampling. A backend that cannot be
-    imported is left for the conversion to report."""
+    that in a fresh process the import overlaps that chunk (about a twentieth of the run). A
+    backend that cannot be imported is left for the conversion to report."""
     try:
         if backend() == "1":
             import arviz_base  # noqa: F401
