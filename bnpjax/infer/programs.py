@@ -233,13 +233,15 @@ def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=()):
             static_argnames.add(parameter.name)
     label = f"jit:{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
     seen: set = set()
+    # inside another traced function the program is traced into it, as jax.jit's would be
+    traced_into = jax.jit(
+        fn, static_argnums=tuple(static_argnums), static_argnames=tuple(static_argnames)
+    )
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((args, kwargs))):
-            # called inside another traced function: traced into it, as jax.jit would be
-            return jax.jit(fn, static_argnums=tuple(static_argnums),
-                           static_argnames=tuple(static_argnames))(*args, **kwargs)  # fmt: skip
+            return traced_into(*args, **kwargs)
         static = (
             len(args),
             tuple((i, a) for i, a in enumerate(args) if i in static_argnums),
