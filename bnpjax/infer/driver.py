@@ -383,6 +383,8 @@ def run(
     thin = check_integer(thin, "thin", 1)
     num_chains = check_integer(num_chains, "num_chains", 1)
     start_step = check_integer(start_step, "start_step", 0)
+    if while_running is not None and not callable(while_running):
+        raise ValueError(f"while_running must be callable, got {type(while_running).__name__}")
     total_steps = num_warmup + num_samples * thin
     if chunk_size is None:
         chunk_size = max(1, math.ceil(total_steps / DEFAULT_NUM_CHUNKS))

@@ -89,6 +89,8 @@ def test_while_running_is_called_once_while_the_first_chunk_runs(regression, mon
     monkeypatch.setattr(driver, "prepare_backend", lambda: prepared.append(True))
     bnpjax.sample(alg, key, 5, num_chains=2, progress_bar=False, check_convergence=False)
     assert prepared == [True]
+    with pytest.raises(ValueError, match="while_running"):
+        run(alg, key, 2, while_running=3, progress_bar=False)
 
 
 def test_thinned_warmup_runs_the_sampling_program():
