@@ -396,6 +396,8 @@ def _report(case, opt, runs, peer) -> None:
         if "sweeps" in results[0]:
             run = _median([r["programs"]["sample"]["run_s"] for r in results])
             line += f", {1e3 * run / results[0]['sweeps']:.1f} ms/sweep"
+        if "rmse" in results[0]:
+            line += f", test RMSE {_median([r['rmse'] for r in results]):.4f}"
         if peer:
             theirs = _median([p["first_fit_s"] for p in peer])
             paired = [

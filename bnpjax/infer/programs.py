@@ -29,7 +29,8 @@ their small dot products to YNNPACK library calls of about 100 us each, where XL
 are faster; other kernels' batched products gain from them. Measured through the driver
 (``benchmarks/cpu_library_fusions.py``, docs/benchmarks.md, fit time without / with them):
 M3F 0.68-0.71, the FM demo's fit 0.70, FM ML-100K 1.00, the ILFM demo's kernel 1.20-1.22,
-so only M3F and the FM opt out.
+so only M3F and the FM opt out, the FM only below rank 15, where its wide segment sums do not
+gain from them (:func:`bnpjax.models.fm.conditionals.wide_segments`).
 The options are dropped, once and for the rest of the process, by a jaxlib that does not know
 them; ``BNPJAX_XLA_CPU_OPT_LEVEL=default`` or the flag in ``XLA_FLAGS`` leaves XLA's choice.
 """

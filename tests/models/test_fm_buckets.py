@@ -3,7 +3,7 @@ unpadded layout, one compilation for two data sets whose sizes fall in one bucke
 predictions that the padding never changes.
 
 The draws are compared to float rounding, not bit for bit: the per-feature sums of a bucketed
-colour add segments of 16 entries and then the segments, where the unpadded layout adds each
+colour add segments of 128 or 16 entries and then the segments, where the unpadded layout adds each
 feature's entries in one reduction, so their summation order differs (padding adds exact
 zeros). The tests run in float64 (tests/conftest.py), where one sum's relative rounding is
 about 1e-16 times its number of terms; the Gibbs sweep passes it through Cholesky solves of
@@ -48,8 +48,8 @@ def _shapes(data):
     return [x.shape for x in jax.tree_util.tree_leaves(data)]
 
 
-def _draws(data, **settings):
-    algorithm = fm.gibbs(data, rank=3, **settings)
+def _draws(data, rank=3, **settings):
+    algorithm = fm.gibbs(data, rank=rank, **settings)
     result = run(algorithm, jax.random.key(5), 20, progress_bar=False)
     return result.trace["posterior"]
 
@@ -79,6 +79,39 @@ def test_bucketed_draws_equal_the_unpadded_draws_with_a_relation_block():
     plain = fm.make_data(X, y, X_rel=[block], group_shapes=[3, 7], bucket_shapes=False)
     assert _shapes(padded) != _shapes(plain)
     _assert_same_draws(_draws(padded), _draws(plain))
+
+
+def test_segments_hold_every_entry_once_with_its_feature():
+    # users with 300 entries each: whole segments of 128, then the rest in segments of 16
+    X, y = _design(1, n=1500, users=5, items=20)
+    for block in fm.make_data(X, y).blocks:
+        widths = [index.shape[1] for index in block.buckets]
+        assert widths[-1] == fm.layout.SEGMENT_WIDTH and set(widths) <= set(
+            fm.layout.SEGMENT_WIDTHS
+        )
+        nnz, seen = block.local.shape[0], []
+        for index, owner in zip(block.buckets, block.segment_feature, strict=True):
+            index, owner = np.asarray(index), np.asarray(owner)
+            real = index < nnz
+            assert np.all(np.diff(owner) >= 0)  # in feature order, for the sorted segment sum
+            feature = np.broadcast_to(owner[:, None], index.shape)[real]
+            np.testing.assert_array_equal(np.asarray(block.local)[index[real]], feature)
+            seen.append(index[real])
+        values = np.asarray(block.values)
+        np.testing.assert_array_equal(np.sort(np.concatenate(seen)), np.flatnonzero(values != 0))
+    assert any(len(b.buckets) == 2 for b in fm.make_data(X, y).blocks)  # the wide ones are used
+
+
+def test_bucketed_draws_equal_the_unpadded_draws_with_wide_segments():
+    # rank 15: the sums of [h, r] have 17 columns, so the wide segments are summed as they
+    # are (conditionals.wide_segments), and the kernel compiles with YNNPACK's fusions
+    X, y = _design(2, n=1500, users=5, items=20)
+    padded = fm.make_data(X, y)
+    assert any(b.buckets[0].shape[1] > fm.layout.SEGMENT_WIDTH for b in padded.blocks)
+    plain = fm.make_data(X, y, bucket_shapes=False)
+    assert fm.gibbs(padded, rank=15).compiler_options == ()
+    assert fm.gibbs(padded, rank=3).compiler_options != ()
+    _assert_same_draws(_draws(padded, rank=15), _draws(plain, rank=15))
 
 
 def test_two_data_sets_in_one_bucket_compile_once():

@@ -29,7 +29,7 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 from bnpjax.models.fm.data import FMData
-from bnpjax.models.fm.layout import FMBlock, FMRelation
+from bnpjax.models.fm.layout import SEGMENT_WIDTH, FMBlock, FMRelation
 from bnpjax.ops import sample_inverse_gamma
 
 
@@ -65,17 +65,45 @@ def _feature_sums_of(block: FMBlock, H_pad, r_pad):
     # width rather than by a batched einsum, which XLA's CPU backend runs as thousands of
     # tiny matrix products (64 against 86 ms per sweep, 2026-11-28)
     augmented = jnp.concatenate([H_pad, r_pad[:, None]], axis=1)
-    parts = []
-    for index in block.buckets:
-        A = augmented[index]  # (features or segments, width, D + 1)
-        parts.append(jnp.sum(A[:, :, :, None] * A[:, :, None, :], axis=1))
-    both = jnp.concatenate(parts)
-    if block.segment_feature is not None:
-        S, F = both.shape[0], block.features.shape[0]
-        both = jax.ops.segment_sum(
-            both.reshape(S, -1), block.segment_feature, F, indices_are_sorted=True
-        ).reshape(F, D + 1, D + 1)
+    if block.segment_feature is None:
+        both = jnp.concatenate([_outer_sums(augmented[index]) for index in block.buckets])
+        return both[:, :D, :D], both[:, :D, D]
+    F = block.features.shape[0]
+    both = jnp.zeros((F, D + 1, D + 1), H_pad.dtype)
+    for index, owner in zip(block.buckets, block.segment_feature, strict=True):
+        S, width = index.shape
+        if not wide_segments(D + 1) and width > SEGMENT_WIDTH:
+            # narrow segments again: with few factors a segment's sums are smaller than its
+            # entries anyway, and XLA's CPU reduction over the wide ones runs slower (ML-100K
+            # at rank 10: 17-20 against 24 ms per sweep, 2026-11-30)
+            index = index.reshape(S * width // SEGMENT_WIDTH, SEGMENT_WIDTH)
+            owner = jnp.repeat(owner, width // SEGMENT_WIDTH, total_repeat_length=index.shape[0])
+        # each width's segments summed by feature (they are in feature order)
+        sums = _outer_sums(augmented[index]).reshape(index.shape[0], -1)
+        sums = jax.ops.segment_sum(sums, owner, F, indices_are_sorted=True)
+        both = both + sums.reshape(F, D + 1, D + 1)
     return both[:, :D, :D], both[:, :D, D]
+
+
+#: the number of columns of ``[h, r]`` above which a bucketed colour's wide segments are
+#: summed as they are (fewer per-segment sums); up to it they are cut into narrow ones
+WIDE_SEGMENTS_FROM = SEGMENT_WIDTH
+
+
+def wide_segments(columns: int) -> bool:
+    """Whether the per-feature sums of ``[h, r]`` with ``columns`` columns use the wide
+    segments of a bucketed colour, and the sweep XLA's YNNPACK fusions (which run the wide
+    reductions as library calls): from ``rank = 15`` with linear weights. The sweep's time
+    per sweep, classic emitters, ML-100K u1 (one process, interleaved, 2026-11-30): rank 16,
+    29.9 ms as before, 23.5 with YNNPACK, 19.4 with both; rank 10, 14.8, 15.3 and 15.8 (equal
+    within noise; the FM demo's small fits ran 0.70x as long without YNNPACK, 2026-11-28).
+    ML-1M ratings, rank 32: 439 ms as before, 348 with YNNPACK, 254 with both."""
+    return columns > WIDE_SEGMENTS_FROM
+
+
+def _outer_sums(A):
+    """``sum_w a a'`` over the middle axis of ``A`` (segments, width, columns)."""
+    return jnp.sum(A[:, :, :, None] * A[:, :, None, :], axis=1)
 
 
 def _take_features(array, block: FMBlock, fill=0):

@@ -58,6 +58,7 @@ from bnpjax.models.fm.conditionals import (
     _standard_normals,
     _take_features,
     _two_sided,
+    wide_segments,
 )
 from bnpjax.models.fm.data import (
     LIKELIHOODS,
@@ -603,8 +604,9 @@ def gibbs(
             observed_data={} if y is None else {"y": _observed_targets(data, y, likelihood)},
             settings={"rank": rank, "num_levels": num_levels, **static},
         ),
-        # faster without on the CPU (bnpjax.infer.programs; docs/benchmarks.md)
-        compiler_options=WITHOUT_YNN_FUSIONS,
+        # with few factors faster without on the CPU (bnpjax.infer.programs;
+        # docs/benchmarks.md), with many the wide segments' sums gain from them
+        compiler_options=() if wide_segments(int(fit_linear) + rank + 1) else WITHOUT_YNN_FUSIONS,
     )
 
 

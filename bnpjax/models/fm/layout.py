@@ -29,6 +29,7 @@ from bnpjax.infer.checks import check_dtype_range, check_real_array
 
 __all__ = [
     "SEGMENT_WIDTH",
+    "SEGMENT_WIDTHS",
     "FMBlock",
     "FMChunks",
     "FMRelation",
@@ -54,16 +55,19 @@ class FMBlock(NamedTuple):
     sizes are padded to :func:`bucket_size` so that similar designs share the compiled
     programs. ``features`` ends with out-of-range ids ``p`` (reads fill, writes drop),
     ``rows`` with out-of-range rows ``n, n + 1, ...`` of value 0 (unless the colour covers
-    every row), and ``buckets`` is one index matrix (S, ``SEGMENT_WIDTH``): each feature's
-    entries cut into segments (padding: the zero entry), ``segment_feature`` (S,) the
-    position of each segment's feature (padding: ``len(features)``, dropped by the sum)."""
+    every row), and ``buckets`` holds each feature's entries cut into segments (padding: the
+    zero entry), one index matrix (S_w, w) per width w of ``SEGMENT_WIDTHS`` that some
+    feature fills (the narrowest always): the whole pieces of width w of what is left of
+    each feature's entries after the wider widths;
+    ``segment_feature`` holds, for each of them, the position of each segment's feature
+    (padding: ``len(features)``, dropped by the sum)."""
 
     rows: jax.Array
     local: jax.Array
     values: jax.Array
     features: jax.Array
     buckets: tuple[jax.Array, ...]
-    segment_feature: jax.Array | None = None
+    segment_feature: tuple[jax.Array, ...] | None = None
 
 
 class RelationBlock(NamedTuple):
@@ -183,6 +187,8 @@ def colour_features(rows, cols, num_rows: int, num_features: int) -> np.ndarray:
 
 #: entries per segment of a bucketed colour's per-feature sums (:func:`colour_blocks`)
 SEGMENT_WIDTH = 16
+#: the widths of a bucketed colour's segments, widest first (:func:`colour_blocks`)
+SEGMENT_WIDTHS = (128, SEGMENT_WIDTH)
 
 
 def bucket_size(m: int, low: int = 8) -> int:
@@ -206,7 +212,7 @@ def colour_blocks(
 
     With ``bucket_shapes`` every data-dependent size of a colour is padded to
     :func:`bucket_size` (its features, its entries unless it covers every row, and the
-    segments of ``SEGMENT_WIDTH`` entries that replace the degree buckets), so that another
+    segments of ``SEGMENT_WIDTHS`` entries that replace the degree buckets), so that another
     fold or a grown data set of similar size reuses the compiled sweep. Padding contributes
     exact zeros: padded entries have value 0 and rows out of range, padded segments point to
     a zero entry, padded features have out-of-range ids; only the summation order of the
@@ -264,6 +270,26 @@ def colour_blocks(
     return tuple(blocks)
 
 
+def _segments(entries, degree, width, num_features, num_entries):
+    """Each feature's ``entries`` (grouped by feature, ``degree`` each) cut into segments of
+    ``width``, as an index matrix (S, ``width``) padded with the zero entry ``num_entries``,
+    and each segment's feature (padding segments: ``num_features``); S padded to
+    :func:`bucket_size`."""
+    pieces = -(-degree // width)  # segments per feature (none for a feature without entries)
+    total = int(pieces.sum())
+    S = bucket_size(total)
+    owner = np.repeat(np.arange(len(degree)), pieces)
+    first = np.concatenate([[0], np.cumsum(degree)[:-1]])[owner]  # the feature's first entry
+    piece = np.arange(total) - np.concatenate([[0], np.cumsum(pieces)[:-1]])[owner]
+    offset = piece[:, None] * width + np.arange(width)[None, :]
+    valid = offset < degree[owner][:, None]
+    position = np.minimum(first[:, None] + offset, max(len(entries) - 1, 0))
+    index = np.full((S, width), num_entries, np.int64)
+    index[:total] = np.where(valid, entries[position] if len(entries) else 0, num_entries)
+    owner = np.concatenate([owner, np.full(S - total, num_features)])
+    return jnp.asarray(index, jnp.int32), jnp.asarray(owner, jnp.int32)
+
+
 def _bucketed_block(rows, local, values, features, degree, n, p, dtype) -> FMBlock:
     """One colour with its sizes padded to :func:`bucket_size` (:class:`FMBlock`)."""
     nnz = len(rows)
@@ -274,28 +300,33 @@ def _bucketed_block(rows, local, values, features, degree, n, p, dtype) -> FMBlo
         values = np.concatenate([values, np.zeros(pad)])
     num = bucket_size(len(features))
     padded_features = np.concatenate([features, np.full(num - len(features), p)])
-    width = SEGMENT_WIDTH
     entries = np.argsort(local[:nnz], kind="stable")  # real entries by feature
     starts = np.concatenate([[0], np.cumsum(degree)])
-    pieces = -(-degree // width)  # segments per feature (none for a feature without entries)
-    total = int(pieces.sum())
-    S = bucket_size(total)
-    owner = np.concatenate([np.repeat(np.arange(len(features)), pieces), np.full(S - total, num)])
-    index = np.full((S, width), len(rows), np.int64)  # the zero entry after the last
-    segment = 0
-    for i in range(len(features)):
-        take = entries[starts[i] : starts[i + 1]]
-        for k in range(int(pieces[i])):
-            part = take[k * width : (k + 1) * width]
-            index[segment, : len(part)] = part
-            segment += 1
+    # each feature's entries in whole pieces of the widest width first, what is left in
+    # narrower ones: the padding stays under the narrowest width per feature, and the many
+    # entries of frequent features are summed in wide segments, whose per-segment sums (one
+    # (D + 1)^2 matrix each) are fewer (SEGMENT_WIDTHS)
+    offset = np.arange(nnz) - np.repeat(starts[:-1], degree)  # an entry's place in its feature
+    buckets, owners, done = [], [], np.zeros_like(degree)
+    for width in SEGMENT_WIDTHS:
+        # the whole pieces of this width that are left of each feature (all that is left,
+        # at the narrowest width)
+        take = degree - done if width == SEGMENT_WIDTHS[-1] else (degree - done) // width * width
+        if width != SEGMENT_WIDTHS[-1] and not take.any():
+            continue
+        start = np.repeat(done, degree)
+        tier = (offset >= start) & (offset < start + np.repeat(take, degree))
+        index, owner = _segments(entries[tier], take, width, num, len(rows))
+        buckets.append(index)
+        owners.append(owner)
+        done = done + take
     return FMBlock(
         rows=jnp.asarray(rows, jnp.int32),
         local=jnp.asarray(local, jnp.int32),
         values=jnp.asarray(values, dtype),
         features=jnp.asarray(padded_features, jnp.int32),
-        buckets=(jnp.asarray(index, jnp.int32),),
-        segment_feature=jnp.asarray(owner, jnp.int32),
+        buckets=tuple(buckets),
+        segment_feature=tuple(owners),
     )
 
 
