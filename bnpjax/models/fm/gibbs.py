@@ -606,7 +606,9 @@ def gibbs(
         ),
         # with few factors faster without on the CPU (bnpjax.infer.programs;
         # docs/benchmarks.md), with many the wide segments' sums gain from them
-        compiler_options=() if wide_segments(int(fit_linear) + rank + 1) else WITHOUT_YNN_FUSIONS,
+        compiler_options=(
+            () if wide_segments(int(static["fit_linear"]) + rank + 1) else WITHOUT_YNN_FUSIONS
+        ),
     )
 
 
