@@ -157,3 +157,39 @@ def test_import_sets_llvm_level_1_for_the_cpu_unless_told_otherwise():
     assert flags_after_import(BNPJAX_XLA_CPU_OPT_LEVEL="default") == "None"
     mine = "--xla_backend_optimization_level=2"
     assert flags_after_import(XLA_FLAGS=mine) == mine
+
+
+def _entry(folder, name, size, used):
+    path = folder / f"{name}-cache"
+    path.write_bytes(b"x" * size)
+    os.utime(path, (used, used))
+    return path
+
+
+def test_trim_deletes_the_least_recently_used_entries_once_a_day(tmp_path):
+    old, older, new = (_entry(tmp_path, n, 100, t) for n, t in (("a", 2e9), ("b", 1e9), ("c", 3e9)))
+    # JAX's own access-time file (written when JAX bounds the folder) counts as a use
+    atime = tmp_path / "b-atime"
+    atime.write_bytes(int(4e18).to_bytes(8, "little"))
+    other = tmp_path / "traced"
+    other.mkdir()
+    assert compilation_cache.trim_cache(tmp_path, 250, every=0) == 1
+    assert not old.exists() and older.exists() and new.exists()  # a: the least recent use
+    assert other.exists()  # only JAX's entries are touched
+    _entry(tmp_path, "d", 100, 5e9)
+    assert compilation_cache.trim_cache(tmp_path, 250) == 0  # trimmed less than a day ago
+    assert compilation_cache.trim_cache(tmp_path, 250, every=0) == 1
+    assert not new.exists() and older.exists() and atime.exists()
+
+
+def test_jax_does_not_scan_the_folder_at_every_write(tmp_path):
+    # JAX's own bound lists every entry at each write (trim_cache's docstring): left off
+    before = jax.config.jax_compilation_cache_max_size
+    folder = compilation_cache.cache_dir()
+    try:
+        compilation_cache.set_compilation_cache(tmp_path / "cache")
+        assert jax.config.jax_compilation_cache_max_size == -1
+        assert (tmp_path / "cache" / ".bnpjax-trimmed").exists()
+    finally:
+        compilation_cache.set_compilation_cache(folder)
+        jax.config.update("jax_compilation_cache_max_size", before)

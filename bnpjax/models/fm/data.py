@@ -25,6 +25,7 @@ from bnpjax.models.fm.layout import (
     relation_widths,
     to_coo,
 )
+from bnpjax.ops._dtypes import device_array
 
 __all__ = [
     "LIKELIHOODS",
@@ -150,7 +151,7 @@ def make_hyper(
         else:
             check_positive(value, name)
     dtype = jnp.result_type(float)
-    return FMHyper(**{k: jnp.asarray(v, dtype) for k, v in values.items()})
+    return FMHyper(**{k: device_array(v, dtype) for k, v in values.items()})
 
 
 def check_start_scale(value, name: str) -> float:
@@ -294,10 +295,12 @@ def make_data(
         loc, scale = location_scale(y, "mean")
     return FMData(
         blocks=blocks,
-        y=jnp.asarray((np.asarray(y, np.float64) - loc) / scale, dtype),
-        group=jnp.asarray(group, jnp.int32),
-        group_sizes=jnp.asarray(np.bincount(group, minlength=int(group.max(initial=0)) + 1), dtype),
+        y=device_array((np.asarray(y, np.float64) - loc) / scale, dtype),
+        group=device_array(group, jnp.int32),
+        group_sizes=device_array(
+            np.bincount(group, minlength=int(group.max(initial=0)) + 1), dtype
+        ),
         relations=tuple(relations),
-        y_loc=jnp.asarray(loc, dtype),
-        y_scale=jnp.asarray(scale, dtype),
+        y_loc=device_array(loc, dtype),
+        y_scale=device_array(scale, dtype),
     )

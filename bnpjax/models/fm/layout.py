@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.checks import check_dtype_range, check_real_array
+from bnpjax.ops._dtypes import device_array
 
 __all__ = [
     "SEGMENT_WIDTH",
@@ -260,10 +261,10 @@ def colour_blocks(
             continue
         blocks.append(
             FMBlock(
-                rows=jnp.asarray(r, jnp.int32),
-                local=jnp.asarray(local, jnp.int32),
-                values=jnp.asarray(v, dtype),
-                features=jnp.asarray(features, jnp.int32),
+                rows=device_array(r, jnp.int32),
+                local=device_array(local, jnp.int32),
+                values=device_array(v, dtype),
+                features=device_array(features, jnp.int32),
                 buckets=_degree_buckets(local, degree),
             )
         )
@@ -287,7 +288,7 @@ def _segments(entries, degree, width, num_features, num_entries):
     index = np.full((S, width), num_entries, np.int64)
     index[:total] = np.where(valid, entries[position] if len(entries) else 0, num_entries)
     owner = np.concatenate([owner, np.full(S - total, num_features)])
-    return jnp.asarray(index, jnp.int32), jnp.asarray(owner, jnp.int32)
+    return device_array(index, jnp.int32), device_array(owner, jnp.int32)
 
 
 def _bucketed_block(rows, local, values, features, degree, n, p, dtype) -> FMBlock:
@@ -321,10 +322,10 @@ def _bucketed_block(rows, local, values, features, degree, n, p, dtype) -> FMBlo
         owners.append(owner)
         done = done + take
     return FMBlock(
-        rows=jnp.asarray(rows, jnp.int32),
-        local=jnp.asarray(local, jnp.int32),
-        values=jnp.asarray(values, dtype),
-        features=jnp.asarray(padded_features, jnp.int32),
+        rows=device_array(rows, jnp.int32),
+        local=device_array(local, jnp.int32),
+        values=device_array(values, dtype),
+        features=device_array(padded_features, jnp.int32),
         buckets=tuple(buckets),
         segment_feature=tuple(owners),
     )
@@ -347,7 +348,7 @@ def _degree_buckets(local: np.ndarray, degree: np.ndarray) -> tuple[jax.Array, .
         position = starts[first:last, None] + offsets
         valid = offsets < degree[first:last, None]
         index = np.where(valid, entries[np.minimum(position, max(nnz - 1, 0))], nnz)
-        buckets.append(jnp.asarray(index, jnp.int32))
+        buckets.append(device_array(index, jnp.int32))
         first = last
     return tuple(buckets)
 
@@ -436,10 +437,10 @@ def _pack_chunks(rows, cols, values, num_block_rows, offset, width, num_features
                 fill += len(take)
         out.append(
             FMChunks(
-                rows=jnp.asarray(r, jnp.int32),
-                slot=jnp.asarray(slot, jnp.int32),
-                values=jnp.asarray(v, dtype),
-                features=jnp.asarray(ids, jnp.int32),
+                rows=device_array(r, jnp.int32),
+                slot=device_array(slot, jnp.int32),
+                values=device_array(v, dtype),
+                features=device_array(ids, jnp.int32),
             )
         )
     return tuple(out)
@@ -461,11 +462,11 @@ def relation_design(
         )
     counts = np.bincount(index, minlength=num_block_rows + 1).astype(float)
     return FMRelation(
-        index=jnp.asarray(index, jnp.int32),
-        counts=jnp.asarray(counts, dtype),
-        rows=jnp.asarray(rows, jnp.int32),
-        cols=jnp.asarray(cols, jnp.int32),
-        values=jnp.asarray(values, dtype),
+        index=device_array(index, jnp.int32),
+        counts=device_array(counts, dtype),
+        rows=device_array(rows, jnp.int32),
+        cols=device_array(cols, jnp.int32),
+        values=device_array(values, dtype),
         chunks=chunks,
     )
 

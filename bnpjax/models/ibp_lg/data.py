@@ -15,6 +15,7 @@ from bnpjax.infer.checks import (
     renamed_arguments,
 )
 from bnpjax.infer.scaling import location_scale
+from bnpjax.ops._dtypes import device_array
 
 __all__ = ["IBPLGData", "IBPLGHyper", "IBPLGInfo", "IBPLGState", "make_data", "make_hyper"]
 
@@ -164,12 +165,12 @@ def make_data(X, mask=None, *, center=None, standardize: bool = True) -> IBPLGDa
     loc, scale, background = _standardisation(np.asarray(X, np.float64), mask, center,
                                               standardize)  # fmt: skip
     return IBPLGData(
-        jnp.asarray(np.where(mask, (np.asarray(X, np.float64) - loc) / scale, 0.0), dtype),
-        jnp.asarray(mask, dtype),
-        jnp.asarray(np.flatnonzero(mask), jnp.int32),
-        jnp.asarray(loc, dtype),
-        jnp.asarray(scale, dtype),
-        jnp.asarray(background, dtype),
+        device_array(np.where(mask, (np.asarray(X, np.float64) - loc) / scale, 0.0), dtype),
+        device_array(mask, dtype),
+        device_array(np.flatnonzero(mask), jnp.int32),
+        device_array(loc, dtype),
+        device_array(scale, dtype),
+        device_array(background, dtype),
     )
 
 
@@ -257,4 +258,4 @@ def make_hyper(
     else:
         raise ValueError(f"offset_sd must be None (a flat prior) or positive, got {offset_sd!r}")
     dtype = jnp.result_type(float)
-    return IBPLGHyper(*(jnp.asarray(v, dtype) for v in values))
+    return IBPLGHyper(*(device_array(v, dtype) for v in values))

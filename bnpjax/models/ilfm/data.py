@@ -14,6 +14,7 @@ import numpy as np
 
 from bnpjax.infer.checks import check_positive, check_real_array, renamed_arguments
 from bnpjax.infer.scaling import location_scale
+from bnpjax.ops._dtypes import device_array
 
 __all__ = ["ILFMData", "ILFMHyper", "ILFMInfo", "ILFMState", "make_data", "make_hyper"]
 
@@ -200,7 +201,7 @@ def make_hyper(
     for name, value in zip(names, values, strict=True):
         check_positive(value, name)
     dtype = jnp.result_type(float)
-    return ILFMHyper(*(jnp.asarray(v, dtype) for v in values))
+    return ILFMHyper(*(device_array(v, dtype) for v in values))
 
 
 def _covariates(covariates, entity_covariates, N: int) -> np.ndarray:
@@ -302,11 +303,11 @@ def make_data(
     if standardize and X.shape[0]:
         loc, scale = np.array([location_scale(channel, "mean") for channel in X]).T
         X = (X - loc[:, None, None]) / scale[:, None, None]
-        loc, scale = jnp.asarray(loc, dtype), jnp.asarray(scale, dtype)
+        loc, scale = device_array(loc, dtype), device_array(scale, dtype)
     return ILFMData(
-        jnp.asarray(np.where(observed, np.nan_to_num(Y), 0.0), dtype),
-        jnp.asarray(observed, dtype),
-        jnp.asarray(X, dtype),
+        device_array(np.where(observed, np.nan_to_num(Y), 0.0), dtype),
+        device_array(observed, dtype),
+        device_array(X, dtype),
         loc,
         scale,
     )

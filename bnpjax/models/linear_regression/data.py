@@ -15,6 +15,7 @@ from bnpjax.infer.checks import (
     deprecated_alias,
     is_positive_finite,
 )
+from bnpjax.ops._dtypes import device_array
 
 __all__ = [
     "LinearRegressionData",
@@ -108,10 +109,10 @@ def make_data(X, y, mask=None) -> LinearRegressionData:
     dtype = jnp.result_type(float)
     y_filled = np.where(mask, y, 0.0)
     return LinearRegressionData(
-        X=jnp.asarray(X, dtype),
-        y=jnp.asarray(y_filled, dtype),
-        mask=jnp.asarray(mask, dtype),
-        observed=jnp.asarray(np.flatnonzero(mask), jnp.int32),
+        X=device_array(X, dtype),
+        y=device_array(y_filled, dtype),
+        mask=device_array(mask, dtype),
+        observed=device_array(np.flatnonzero(mask), jnp.int32),
     )
 
 
@@ -171,10 +172,10 @@ def make_hyper(
     for name, value in (("mean", mean), ("precision", precision), ("a", a), ("b", b)):
         check_dtype_range(np.asarray(value, float), name)
     return LinearRegressionHyper(
-        jnp.asarray(mean, dtype),
-        jnp.asarray(precision, dtype),
-        jnp.asarray(a, dtype),
-        jnp.asarray(b, dtype),
+        device_array(mean, dtype),
+        device_array(precision, dtype),
+        device_array(a, dtype),
+        device_array(b, dtype),
     )
 
 

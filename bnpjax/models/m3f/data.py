@@ -25,6 +25,7 @@ from bnpjax.infer.checks import (
     check_integer_array,
     check_positive,
 )
+from bnpjax.ops._dtypes import device_array
 
 __all__ = [
     "Bucket",
@@ -139,7 +140,7 @@ def _buckets(owner: np.ndarray, num: int) -> tuple[Bucket, ...]:
         offsets = np.arange(width)[None, :]
         position = np.minimum(starts[ids, None] + offsets, max(nnz - 1, 0))
         pairs = np.where(offsets < degree[ids, None], by_owner[position], nnz)
-        out.append(Bucket(jnp.asarray(ids, jnp.int32), jnp.asarray(pairs, jnp.int32)))
+        out.append(Bucket(device_array(ids, jnp.int32), device_array(pairs, jnp.int32)))
     return tuple(out)
 
 
@@ -225,15 +226,15 @@ def make_data(
     r = np.arange(1, num_levels)
     signs = np.where(r[None, :] >= y[:, None], 1.0, -1.0)
     return M3FData(
-        users=jnp.asarray(u, jnp.int32),
-        items=jnp.asarray(v, jnp.int32),
-        ratings=jnp.asarray(y, jnp.int32),
-        signs=jnp.asarray(signs, dtype),
-        margin=jnp.asarray(margin, dtype),
+        users=device_array(u, jnp.int32),
+        items=device_array(v, jnp.int32),
+        ratings=device_array(y, jnp.int32),
+        signs=device_array(signs, dtype),
+        margin=device_array(margin, dtype),
         user_buckets=_buckets(u, num_users),
         item_buckets=_buckets(v, num_items),
-        user_degree=jnp.asarray(np.bincount(u, minlength=num_users), jnp.int32),
-        item_degree=jnp.asarray(np.bincount(v, minlength=num_items), jnp.int32),
+        user_degree=device_array(np.bincount(u, minlength=num_users), jnp.int32),
+        item_degree=device_array(np.bincount(v, minlength=num_items), jnp.int32),
     )
 
 
@@ -297,7 +298,9 @@ def make_hyper(
     ):
         check_positive(value, name)
     dtype = jnp.result_type(float)
-    return M3FHyper(*(jnp.asarray(x, dtype) for x in (C, sigma_u, sigma_v, rho, varsigma, sigma_b)))
+    return M3FHyper(
+        *(device_array(x, dtype) for x in (C, sigma_u, sigma_v, rho, varsigma, sigma_b))
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -349,7 +352,7 @@ def _test_arrays(test, data):
     N, M = data.user_degree.shape[0], data.item_degree.shape[0]
     if users.size and (users.min() < 0 or users.max() >= N or items.min() < 0 or items.max() >= M):
         raise ValueError("test ids out of range of num_users / num_items")
-    return jnp.asarray(users, jnp.int32), jnp.asarray(items, jnp.int32)
+    return device_array(users, jnp.int32), device_array(items, jnp.int32)
 
 
 def _item_factors(item_factors, num_items) -> np.ndarray:

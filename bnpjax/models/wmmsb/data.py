@@ -23,6 +23,7 @@ from bnpjax.infer.edges import (
     is_sparse_matrix,
     numeric_vector,
 )
+from bnpjax.ops._dtypes import device_array
 
 __all__ = [
     "LIKELIHOODS",
@@ -152,7 +153,7 @@ def make_hyper(
         raise ValueError(f"eps must lie in (0, 1), got {eps}")
     dtype = jnp.result_type(float)
     return WMMSBHyper(
-        jnp.asarray(alpha, dtype), *(jnp.asarray(v, dtype) for v in (r, p, r0, c0, c, eps))
+        device_array(alpha, dtype), *(device_array(v, dtype) for v in (r, p, r0, c0, c, eps))
     )
 
 
@@ -404,23 +405,23 @@ def make_network(
     w = np.ones(src.shape[0])
     zw = np.ones(zsrc.shape[0])
     return WMMSBData(
-        degree=jnp.asarray(degree, dtype),
-        src=jnp.asarray(pad(src), jnp.int32),
-        dst=jnp.asarray(pad(dst, 1), jnp.int32),
-        y=jnp.asarray(pad(y.astype(float)), dtype),
-        w=jnp.asarray(pad(w), dtype),
-        zsrc=jnp.asarray(pad(zsrc), jnp.int32),
-        zdst=jnp.asarray(pad(zdst, 1), jnp.int32),
-        zw=jnp.asarray(pad(zw), dtype),
-        adj_ptr=jnp.asarray(adj_ptr, jnp.int32),
-        adj=jnp.asarray(pad(adj), jnp.int32),
-        special_ptr=jnp.asarray(special_ptr, jnp.int32),
-        special_dst=jnp.asarray(special_dst, jnp.int32),
-        keep=jnp.asarray(keep, dtype),
-        hash_seed=jnp.asarray(hash_seed, jnp.uint32),
-        directed=jnp.asarray(bool(directed)),
-        num_zeros=jnp.asarray(num_zeros, dtype),
-        zmask=jnp.asarray(zmask, dtype),
+        degree=device_array(degree, dtype),
+        src=device_array(pad(src), jnp.int32),
+        dst=device_array(pad(dst, 1), jnp.int32),
+        y=device_array(pad(y.astype(float)), dtype),
+        w=device_array(pad(w), dtype),
+        zsrc=device_array(pad(zsrc), jnp.int32),
+        zdst=device_array(pad(zdst, 1), jnp.int32),
+        zw=device_array(pad(zw), dtype),
+        adj_ptr=device_array(adj_ptr, jnp.int32),
+        adj=device_array(pad(adj), jnp.int32),
+        special_ptr=device_array(special_ptr, jnp.int32),
+        special_dst=device_array(special_dst, jnp.int32),
+        keep=device_array(keep, dtype),
+        hash_seed=device_array(hash_seed, jnp.uint32),
+        directed=device_array(bool(directed)),
+        num_zeros=device_array(num_zeros, dtype),
+        zmask=device_array(zmask, dtype),
     )
 
 
