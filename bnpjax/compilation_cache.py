@@ -129,13 +129,13 @@ def trim_cache(
     its entries take at most ``max_bytes``; at most once per ``every`` seconds per folder.
 
     JAX bounds the folder itself when given a maximum size, but then lists every entry and
-    reads its access-time file at each write: with the 3,666 entries a week of use had left,
-    each new program cost 85 ms more to store (16 small programs: 1.64 s against 0.26 s in an
-    empty folder, 2026-11-30, 2-core CPU), and the test suite, whose folder grows to thousands
-    of entries, paid it at every compilation. bnpjax leaves JAX's folder unbounded and trims it
-    here, when the cache is set up (``import bnpjax``), if the last trim is older than
-    ``every``. An entry's last use is the later of its access and modification times (and
-    of the access-time file JAX writes when it bounds the folder).
+    reads its access-time file at each write: with the 3,666 entries a development machine's
+    default folder held, each new program cost 85 ms more to store (16 small programs: 1.64 s
+    against 0.26 s in an empty folder, 2026-11-30, 2-core CPU), and the test suite, whose
+    folder grows to thousands of entries, paid it at every compilation. bnpjax leaves JAX's
+    folder unbounded and trims it here, when the cache is set up (``import bnpjax``), if the
+    last trim is older than ``every``. An entry's last use is the later of its access and
+    modification times (and of the access-time file JAX writes when it bounds the folder).
 
     Parameters
     ----------
