@@ -150,8 +150,20 @@ def trim_cache(
     -------
     int
         the number of entries deleted.
+
+    Raises
+    ------
+    ValueError
+        naming the argument: ``max_bytes`` not an integer >= 0, ``every`` not a number >= 0
+        (NaN included), ``folder`` not an existing folder.
     """
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+        raise ValueError(f"max_bytes must be an integer >= 0, got {max_bytes!r}")
+    if isinstance(every, bool) or not isinstance(every, int | float) or not every >= 0:
+        raise ValueError(f"every must be a number of seconds >= 0, got {every!r}")
     folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"folder must be an existing folder, got {str(folder)!r}")
     stamp = folder / ".bnpjax-trimmed"
     try:
         if every > 0 and time.time() - stamp.stat().st_mtime < every:

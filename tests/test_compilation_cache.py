@@ -193,3 +193,15 @@ def test_jax_does_not_scan_the_folder_at_every_write(tmp_path):
     finally:
         compilation_cache.set_compilation_cache(folder)
         jax.config.update("jax_compilation_cache_max_size", before)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "name"),
+    [({"max_bytes": -1}, "max_bytes"), ({"max_bytes": 1.5}, "max_bytes"),
+     ({"every": float("nan")}, "every"), ({"every": -1}, "every")],
+)  # fmt: skip
+def test_trim_refuses_bad_arguments_naming_them(tmp_path, arguments, name):
+    with pytest.raises(ValueError, match=name):
+        compilation_cache.trim_cache(tmp_path, **arguments)
+    with pytest.raises(ValueError, match="folder"):
+        compilation_cache.trim_cache(tmp_path / "missing")
