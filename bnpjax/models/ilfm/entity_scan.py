@@ -99,7 +99,11 @@ def _laplace_fit(y, mask, base, X, prior_precision, likelihood):
     def newton(_, a):
         d1, H = precision(base + a @ X.T)
         g = d1 @ X - prior_precision * a
-        return a + jnp.linalg.solve(H, g[..., None])[..., 0]
+        # H is the prior's precision plus a sum of outer products with weights -d2 >= 0:
+        # symmetric positive definite, so a Cholesky solve (a third of an LU's time here)
+        chol = jnp.linalg.cholesky(H)
+        half = jax.scipy.linalg.solve_triangular(chol, g[..., None], lower=True)
+        return a + jax.scipy.linalg.solve_triangular(chol, half, lower=True, trans=1)[..., 0]
 
     a = jax.lax.fori_loop(0, NEWTON_STEPS, newton, jnp.zeros((y.shape[0], C), X.dtype))
     _, H = precision(base + a @ X.T)
