@@ -140,23 +140,71 @@ def test_a_kernels_own_options_reach_xla_and_key_its_programs(monkeypatch):
     assert fm.gibbs(fm_data, rank=2).compiler_options == programs.WITHOUT_YNN_FUSIONS
 
 
+def _after_import(program, **extra):
+    """The last line ``program`` prints in a fresh process that imports bnpjax, with none of
+    bnpjax's XLA settings inherited from this one."""
+    own = ("XLA_FLAGS", compilation_cache.OPT_LEVEL_VARIABLE, compilation_cache.SMALL_LOOP_VARIABLE)
+    env = {k: v for k, v in os.environ.items() if k not in own}
+    env.update(extra, JAX_PLATFORMS="cpu", BNPJAX_CACHE_DIR="off")
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    return out.stdout.strip().splitlines()[-1]
+
+
+SMALL_LOOPS = (
+    "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold="
+    f"{compilation_cache.CPU_SMALL_LOOP_BYTES}"
+)
+
+
 def test_import_sets_llvm_level_1_for_the_cpu_unless_told_otherwise():
     def flags_after_import(**extra):
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if k not in ("XLA_FLAGS", "BNPJAX_XLA_CPU_OPT_LEVEL")
-        }
-        env.update(extra, JAX_PLATFORMS="cpu", BNPJAX_CACHE_DIR="off")
-        program = "import os, bnpjax; print(os.environ.get('XLA_FLAGS'))"
-        out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
-                             text=True, check=True)  # fmt: skip
-        return out.stdout.strip().splitlines()[-1]
+        return _after_import("import os, bnpjax; print(os.environ.get('XLA_FLAGS'))", **extra)
 
-    assert flags_after_import() == "--xla_backend_optimization_level=1"
-    assert flags_after_import(BNPJAX_XLA_CPU_OPT_LEVEL="default") == "None"
+    assert flags_after_import() == f"--xla_backend_optimization_level=1 {SMALL_LOOPS}"
+    assert flags_after_import(BNPJAX_XLA_CPU_OPT_LEVEL="default") == SMALL_LOOPS
     mine = "--xla_backend_optimization_level=2"
-    assert flags_after_import(XLA_FLAGS=mine) == mine
+    assert flags_after_import(XLA_FLAGS=mine) == f"{mine} {SMALL_LOOPS}"
+
+
+def test_import_lets_xla_run_small_loops_as_one_function_unless_told_otherwise():
+    """The threshold reaches XLA: a loop whose body touches 8 kB compiles into one function
+    (XLA marks its call ``xla_cpu_small_call``) with bnpjax's threshold, and not with XLA's
+    own 1024 bytes; a user's size, or backend options of their own, win."""
+
+    def flags_after_import(**extra):
+        return _after_import("import os, bnpjax; print(os.environ.get('XLA_FLAGS'))", **extra)
+
+    assert flags_after_import(BNPJAX_XLA_CPU_SMALL_LOOP_BYTES="default") == (
+        "--xla_backend_optimization_level=1"
+    )
+    assert flags_after_import(BNPJAX_XLA_CPU_SMALL_LOOP_BYTES="4096").endswith(
+        "xla_cpu_small_while_loop_byte_threshold=4096"
+    )
+    mine = "--xla_backend_extra_options=xla_cpu_fold_all_constants=true"
+    assert flags_after_import(XLA_FLAGS=mine) == f"{mine} --xla_backend_optimization_level=1"
+    program = (
+        "import bnpjax, jax, jax.numpy as jnp\n"
+        "def f(x):\n"
+        "    return jax.lax.fori_loop(0, 10, lambda i, x: jnp.sin(x) + i, x)\n"
+        "text = jax.jit(f).lower(jnp.ones(2048)).compile().as_text()\n"
+        "print('xla_cpu_small_call' in text)"
+    )
+    assert _after_import(program) == "True"
+    assert _after_import(program, BNPJAX_XLA_CPU_SMALL_LOOP_BYTES="default") == "False"
+
+
+def test_a_bad_small_loop_size_warns_and_leaves_xla_alone():
+    program = (
+        "import os, warnings\n"
+        "warnings.simplefilter('error')\n"
+        "try:\n"
+        "    import bnpjax\n"
+        "except RuntimeWarning as w:\n"
+        "    print(w)"
+    )
+    message = _after_import(program, BNPJAX_XLA_CPU_SMALL_LOOP_BYTES="lots")
+    assert compilation_cache.SMALL_LOOP_VARIABLE in message and "'lots'" in message
 
 
 def _entry(folder, name, size, used):
