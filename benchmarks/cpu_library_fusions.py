@@ -104,7 +104,11 @@ def _worker(case, fusions, repeats):
         return compiled(*args, options=forced, **kwargs)
 
     driver._compiled = with_options
-    run = _fit(case)
+    return time_fits(_fit(case), repeats)
+
+
+def time_fits(run, repeats):
+    """Seconds of the first ``run()`` (it compiles) and the median of ``repeats`` later ones."""
     start = time.perf_counter()
     run()
     first = time.perf_counter() - start

@@ -43,19 +43,10 @@ def _worker(case, repeats, cores):
         use_cpu_cores(None, quiet=True)
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from cpu_library_fusions import _fit
+    from cpu_library_fusions import _fit, time_fits
 
     warnings.simplefilter("ignore")
-    run = _fit(case)
-    start = time.perf_counter()
-    run()
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return {"first_s": first, "median_s": statistics.median(times)}
+    return time_fits(_fit(case), repeats)
 
 
 def _environment(setting, cache):
