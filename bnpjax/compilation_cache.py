@@ -296,18 +296,23 @@ def _set_cpu_opt_level() -> None:
     pipeline. Left alone when ``XLA_FLAGS`` sets a level, when ``BNPJAX_XLA_CPU_OPT_LEVEL``
     is ``default`` (it may also name another level), when an accelerator may be used, or when
     JAX's backend is already running (then only the per-program option applies)."""
-
-    flags = os.environ.get("XLA_FLAGS", "")
     try:
         chosen = requested_cpu_opt_level()
     except ValueError:  # raised, with its message, when the first program is compiled
         return
-    if _XLA_OPT_FLAG in flags or chosen == "default" or not _cpu_only():
+    if chosen != "default":
+        level = CPU_OPT_LEVEL if chosen is None else chosen
+        _add_cpu_flag(_XLA_OPT_FLAG, f"--{_XLA_OPT_FLAG}={level}")
+
+
+def _add_cpu_flag(name: str, flag: str) -> None:
+    """Append ``flag`` to ``XLA_FLAGS`` unless ``XLA_FLAGS`` already names ``name`` (the
+    user's wins), an accelerator may be used, or JAX's backend has started (too late: the
+    flags were read)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if name in flags or not _cpu_only() or jax_backend_started():
         return
-    if jax_backend_started():  # too late: the flags were read
-        return
-    level = CPU_OPT_LEVEL if chosen is None else chosen
-    os.environ["XLA_FLAGS"] = f"{flags} --{_XLA_OPT_FLAG}={level}".strip()
+    os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
 
 
 def _set_cpu_small_loop_bytes() -> None:
@@ -317,19 +322,15 @@ def _set_cpu_small_loop_bytes() -> None:
     when ``BNPJAX_XLA_CPU_SMALL_LOOP_BYTES`` is ``default`` (it may also name another size),
     when an accelerator may be used, or when JAX's backend is already running. There is no
     per-program route: XLA reads backend options only from its flags."""
-    flags = os.environ.get("XLA_FLAGS", "")
     try:
         chosen = requested_cpu_small_loop_bytes()
     except ValueError as err:  # a typo must not pass silently, nor stop the import
         warnings.warn(f"{err}; XLA's default is used", RuntimeWarning, stacklevel=4)
         return
-    if _XLA_EXTRA_OPTIONS_FLAG in flags or chosen == "default" or not _cpu_only():
-        return
-    if jax_backend_started():
-        return
-    size = CPU_SMALL_LOOP_BYTES if chosen is None else chosen
-    option = f"--{_XLA_EXTRA_OPTIONS_FLAG}={_SMALL_LOOP_OPTION}={size}"
-    os.environ["XLA_FLAGS"] = f"{flags} {option}".strip()
+    if chosen != "default":
+        size = CPU_SMALL_LOOP_BYTES if chosen is None else chosen
+        option = f"--{_XLA_EXTRA_OPTIONS_FLAG}={_SMALL_LOOP_OPTION}={size}"
+        _add_cpu_flag(_XLA_EXTRA_OPTIONS_FLAG, option)
 
 
 def _enable_on_import() -> None:

@@ -151,6 +151,10 @@ def _after_import(program, **extra):
     return out.stdout.strip().splitlines()[-1]
 
 
+def _flags_after_import(**extra):
+    return _after_import("import os, bnpjax; print(os.environ.get('XLA_FLAGS'))", **extra)
+
+
 SMALL_LOOPS = (
     "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold="
     f"{compilation_cache.CPU_SMALL_LOOP_BYTES}"
@@ -158,13 +162,10 @@ SMALL_LOOPS = (
 
 
 def test_import_sets_llvm_level_1_for_the_cpu_unless_told_otherwise():
-    def flags_after_import(**extra):
-        return _after_import("import os, bnpjax; print(os.environ.get('XLA_FLAGS'))", **extra)
-
-    assert flags_after_import() == f"--xla_backend_optimization_level=1 {SMALL_LOOPS}"
-    assert flags_after_import(BNPJAX_XLA_CPU_OPT_LEVEL="default") == SMALL_LOOPS
+    assert _flags_after_import() == f"--xla_backend_optimization_level=1 {SMALL_LOOPS}"
+    assert _flags_after_import(BNPJAX_XLA_CPU_OPT_LEVEL="default") == SMALL_LOOPS
     mine = "--xla_backend_optimization_level=2"
-    assert flags_after_import(XLA_FLAGS=mine) == f"{mine} {SMALL_LOOPS}"
+    assert _flags_after_import(XLA_FLAGS=mine) == f"{mine} {SMALL_LOOPS}"
 
 
 def test_import_lets_xla_run_small_loops_as_one_function_unless_told_otherwise():
@@ -172,17 +173,14 @@ def test_import_lets_xla_run_small_loops_as_one_function_unless_told_otherwise()
     (XLA marks its call ``xla_cpu_small_call``) with bnpjax's threshold, and not with XLA's
     own 1024 bytes; a user's size, or backend options of their own, win."""
 
-    def flags_after_import(**extra):
-        return _after_import("import os, bnpjax; print(os.environ.get('XLA_FLAGS'))", **extra)
-
-    assert flags_after_import(BNPJAX_XLA_CPU_SMALL_LOOP_BYTES="default") == (
+    assert _flags_after_import(BNPJAX_XLA_CPU_SMALL_LOOP_BYTES="default") == (
         "--xla_backend_optimization_level=1"
     )
-    assert flags_after_import(BNPJAX_XLA_CPU_SMALL_LOOP_BYTES="4096").endswith(
+    assert _flags_after_import(BNPJAX_XLA_CPU_SMALL_LOOP_BYTES="4096").endswith(
         "xla_cpu_small_while_loop_byte_threshold=4096"
     )
     mine = "--xla_backend_extra_options=xla_cpu_fold_all_constants=true"
-    assert flags_after_import(XLA_FLAGS=mine) == f"{mine} --xla_backend_optimization_level=1"
+    assert _flags_after_import(XLA_FLAGS=mine) == f"{mine} --xla_backend_optimization_level=1"
     program = (
         "import bnpjax, jax, jax.numpy as jnp\n"
         "def f(x):\n"
@@ -205,6 +203,9 @@ def test_a_bad_small_loop_size_warns_and_leaves_xla_alone():
     )
     message = _after_import(program, BNPJAX_XLA_CPU_SMALL_LOOP_BYTES="lots")
     assert compilation_cache.SMALL_LOOP_VARIABLE in message and "'lots'" in message
+    assert _flags_after_import(BNPJAX_XLA_CPU_SMALL_LOOP_BYTES="lots") == (
+        "--xla_backend_optimization_level=1"
+    )
 
 
 def _entry(folder, name, size, used):
