@@ -3,12 +3,14 @@
 Every measurement is a fresh Python process (``--worker``), so that nothing compiled before
 is reused except through the persistent compilation cache (:mod:`bnpjax.compilation_cache`).
 Each case runs twice in a new, empty cache folder: the first process compiles everything
-(``empty``), the second finds the programs on disk (``warm``). With ``--opt-levels default,1``
-every case is repeated under ``XLA_FLAGS=--xla_backend_optimization_level=1`` (LLVM's
-optimisation level 1 instead of XLA's default 2; the test suite uses 1), in a cache folder of
-its own; ``default`` is XLA's own level everywhere (``BNPJAX_XLA_CPU_OPT_LEVEL=default``) and
-``bnpjax`` what bnpjax does unless told otherwise (level 1 for the driver's programs on the CPU,
-:mod:`bnpjax.infer.programs`).
+(``empty``), the second finds the programs on disk (``warm``). ``--opt-levels`` (comma-separated)
+names the XLA options: ``bnpjax`` (the default) is what a user gets, bnpjax's options for the
+driver's programs on the CPU (LLVM level 1, the classic emitters and each kernel's own options,
+:mod:`bnpjax.infer.programs`); ``default`` is XLA's own options everywhere
+(``BNPJAX_XLA_CPU_OPT_LEVEL=default``, which also drops the kernels' own options); ``1``
+repeats the case under ``XLA_FLAGS=--xla_backend_optimization_level=1`` (LLVM's
+optimisation level 1 for every program; the test suite uses 1). Each setting has a cache folder
+of its own.
 
 Per compiled program of the driver (``init``, the ``warmup`` chunk when warmup has its own
 program, the ``sample`` chunk) the worker records the seconds spent tracing and lowering the
@@ -32,8 +34,8 @@ it has nothing to compile, so its first fit is its only fit. Each repeat runs my
 bnpjax with an empty and a warm cache, and the ratios are given per repeat as well as of
 the medians.
 
-    python benchmarks/compile_time.py                         # FM cases, default opt level
-    python benchmarks/compile_time.py --cases fm100k --opt-levels default,1 --peer
+    python benchmarks/compile_time.py                         # FM cases, what a user gets
+    python benchmarks/compile_time.py --cases fm100k --opt-levels bnpjax,default --peer
     python benchmarks/compile_time.py --cases fm100k-folds --peer
     python benchmarks/compile_time.py --cases demo-ibp,demo-fm,demo-linreg,demo-m3f,demo-ilfm
 """
@@ -334,7 +336,7 @@ def _median(values):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", default="fm100k,fm1m")
-    parser.add_argument("--opt-levels", default="default")
+    parser.add_argument("--opt-levels", default="bnpjax")
     parser.add_argument("--repeats", type=int, default=1, help="cache folders per case")
     parser.add_argument("--peer", action="store_true", help="myFM on the FM cases")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
