@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from bnpjax.cli.inputs import add_header_argument, add_id_arguments, read_table, zero_based
-from bnpjax.cli.output import UsageError, save_figure, write_idata
+from bnpjax.cli.output import UsageError, save_figure, timing, write_idata
 from bnpjax.cli.parser import sample
 
 #: chains on every core (bnpjax.cli._use_cores): the demo's 4 chains on a 2-core CPU, 23.9 s
@@ -70,6 +70,7 @@ def demo(args) -> int:
     # are identified only up to rotation and not traced
     report = check_convergence(idata, ["theta", "lp", "train_mae"], warn=False)
     print("\n".join(report.lines()))
+    print(timing(idata, digits=1))
     out = Path(args.out_dir)
     nc = write_idata(idata, out / "bnpjax_demo_m3f.nc")
     png = save_figure(
