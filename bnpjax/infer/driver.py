@@ -172,10 +172,7 @@ def _make_chunk(
             kept = _over_chains(fns.trace)(s, info) if record else None
             return s, kept, exceeded, needed
 
-        # one trace of the draw serves both its output shapes (for the skipped branch) and the
-        # branch itself: jit's trace cache hands the second call the first call's jaxpr, so the
-        # model's Python runs once per program (the FM's sweep on ML-100K took 0.37 s to trace)
-        draw_once = jax.jit(one_draw)
+        draw_once = jax.jit(one_draw)  # traced once: for the skip's shapes and for the draw
         out_shapes = jax.eval_shape(draw_once, states, jnp.zeros((), jnp.int32))
 
         def body(carry, draw):
