@@ -68,15 +68,14 @@ def hmc_relation_move(num_leapfrog: int, step_size: float):
             w = th[:, 0] if linear else jnp.zeros((p,), th.dtype)
             return _relation_parts(relation, w, th[:, D - K :])
 
-        def block_part(th, r):
-            lin, s, sq = parts(th)
+        def block_part(block_parts, r):
+            lin, s, sq = block_parts
             per_row = lin + 0.5 * jnp.sum(s**2, 1) - 0.5 * sq
-            return per_row[index] + jnp.sum(r * s[index], 1), s
+            return per_row[index] + jnp.sum(r * s[index], 1)
 
-        _, s_now, _ = parts(theta)
-        r = q - s_now[index]
-        part_now, _ = block_part(theta, r)
-        z = e + part_now
+        parts_now = parts(theta)
+        r = q - parts_now[1][index]
+        z = e + block_part(parts_now, r)
         S, T, E, R = _block_row_sums(relation, r, z)
         inverse_noise = 1.0 / noise_var
 
@@ -126,8 +125,8 @@ def hmc_relation_move(num_leapfrog: int, step_size: float):
             lambda value: ACCEPTANCE.append(float(value)), jnp.minimum(1.0, jnp.exp(log_ratio))
         )
         new = jnp.where(accept, proposal, theta)
-        part_new, s_new = block_part(new, r)
-        return new, z - part_new, r + s_new[index]
+        parts_new = parts(new)
+        return new, z - block_part(parts_new, r), r + parts_new[1][index]
 
     return move
 

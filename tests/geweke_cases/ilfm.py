@@ -23,13 +23,13 @@ from bnpjax.testing import GewekeCase
 
 N, R, CAPACITY = 5, 2, 24
 HYPER = ilfm.make_hyper(alpha_prior=(3.0, 3.0), sigma_w=1.0, sigma_s=1.0)
+#: the same with the weights' scale sampled (inverse-Gamma prior of sigma_w^2, mean 1)
+HYPER_SCALE = ilfm.make_hyper(alpha_prior=(3.0, 3.0), sigma_s=1.0, sigma_w_prior=(3.0, 2.0))
 #: for the buffer of 16 of the Fisher-mass rows: K+ is negative binomial under the Gamma(a, a)
 #: prior of alpha (mean alpha H_N, about 2.3), and with a = 3 it passes 16 in a relation about
 #: once in 26,000 iterations, which a float32 run of that row met (7 iterations of one chain,
 #: alpha near 4-5); with a = 8 about once in 1.9 million
 HYPER_NARROW_ALPHA = ilfm.make_hyper(alpha_prior=(8.0, 8.0), sigma_w=1.0, sigma_s=1.0)
-#: the same with the weights' scale sampled (inverse-Gamma prior of sigma_w^2, mean 1)
-HYPER_SCALE = ilfm.make_hyper(alpha_prior=(3.0, 3.0), sigma_s=1.0, sigma_w_prior=(3.0, 2.0))
 
 
 def statistics(state, data):
