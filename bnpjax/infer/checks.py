@@ -382,6 +382,8 @@ def key_from_random_state(random_state, name: str = "random_state"):
     ``numpy.random.Generator`` (a seed drawn from it); or a JAX key, used as given."""
     import jax
 
+    from bnpjax.infer.keys import key_from_seed
+
     if isinstance(random_state, jax.Array) and jax.dtypes.issubdtype(
         random_state.dtype, jax.dtypes.prng_key
     ):
@@ -389,9 +391,9 @@ def key_from_random_state(random_state, name: str = "random_state"):
     if random_state is None:
         random_state = np.random.mtrand._rand
     if isinstance(random_state, np.random.RandomState):
-        return jax.random.key(int(random_state.randint(0, 2**31 - 1)))
+        return key_from_seed(int(random_state.randint(0, 2**31 - 1)))
     if isinstance(random_state, np.random.Generator):
-        return jax.random.key(int(random_state.integers(0, 2**63 - 1)))
+        return key_from_seed(int(random_state.integers(0, 2**63 - 1)))
     try:
         seed = check_seed(random_state, name)
     except ValueError:
@@ -399,7 +401,7 @@ def key_from_random_state(random_state, name: str = "random_state"):
             f"{name} must be None, an integer in [0, 2**63), a numpy RandomState or Generator "
             f"or a jax.random.key, got {random_state!r}"
         ) from None
-    return jax.random.key(seed)
+    return key_from_seed(seed)
 
 
 def _memory_bytes() -> int | None:
