@@ -2,7 +2,10 @@
 reproduces the draws recorded from the code before it (commit d831a64). The cases live in
 ``tests/reference/<model>.py`` (``CASES = {name: build}``, ``build() -> (algorithm,
 run_kwargs)``), the recorded draws in ``tests/reference/draws/<name>.npz`` (keys
-``group/variable`` of the run's trace and ``final/<field>`` of the final state)."""
+``group/variable`` of the run's trace and ``final/<field>`` of the final state). A kernel
+whose draws change on purpose is re-recorded in the same commit (``tests/reference/_record*.py``),
+and CHANGELOG.md says why: 2026-11-30, the Gamma sampler (``bnpjax.ops.sample_gamma``)
+changed the FM, linear-Gaussian IBP, ILFM, iPM3F and linear-regression draws."""
 
 import importlib
 import pathlib

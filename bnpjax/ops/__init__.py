@@ -6,6 +6,8 @@ of their inputs (float32 or float64); densities are computed in log space.
 
 * :mod:`~bnpjax.ops.equicorrelation`: :math:`\log\det` and :math:`1^\top X_k^{-1} 1` of
   :math:`X_k = (a-b)I_k + b 1 1^\top` for all :math:`k \le \kappa` in :math:`O(\kappa)`.
+* :mod:`~bnpjax.ops.gamma`: Gamma draws, vectorized rejection (cheap to compile).
+* :mod:`~bnpjax.ops.gaussian`: draws from many small Gaussians given their precisions.
 * :mod:`~bnpjax.ops.poisson`: truncated Poisson log pmf and exact sampler.
 * :mod:`~bnpjax.ops.inverse_gamma`: inverse-Gamma sampler (conjugate variance updates).
 * :mod:`~bnpjax.ops.inverse_gaussian`: inverse Gaussian log pdf and sampler.
@@ -25,6 +27,8 @@ from bnpjax.ops.equicorrelation import (
     equicorrelation_quadratic_form,
     equicorrelation_terms,
 )
+from bnpjax.ops.gamma import sample_gamma
+from bnpjax.ops.gaussian import gaussian_from_precision
 from bnpjax.ops.inverse_gamma import sample_inverse_gamma
 from bnpjax.ops.inverse_gaussian import inverse_gaussian_log_pdf, sample_inverse_gaussian
 from bnpjax.ops.logistic import softplus
@@ -58,6 +62,7 @@ __all__ = [
     "equicorrelation_terms",
     "from_dense",
     "from_scipy",
+    "gaussian_from_precision",
     "inverse_gaussian_log_pdf",
     "log_normalize",
     "matmat",
@@ -67,6 +72,7 @@ __all__ = [
     "rmatvec",
     "row_sums",
     "sample_categorical",
+    "sample_gamma",
     "sample_inverse_gamma",
     "sample_inverse_gaussian",
     "sample_truncated_normal",

@@ -6,10 +6,12 @@ variance (the factorization machine's :math:`\sigma^2` updates; the IBP model's
 import jax
 import jax.numpy as jnp
 
+from bnpjax.ops.gamma import sample_gamma
+
 __all__ = ["sample_inverse_gamma"]
 
 
 def sample_inverse_gamma(key, shape, scale) -> jax.Array:
     """``InvGamma(shape, scale)`` draws, broadcast over ``shape`` (an array of shape
     parameters); the dtype follows ``scale``."""
-    return scale / jax.random.gamma(key, shape, dtype=jnp.result_type(scale))
+    return scale / sample_gamma(key, shape, jnp.result_type(scale))

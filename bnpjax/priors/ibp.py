@@ -65,6 +65,7 @@ from bnpjax.infer.checks import (
     concrete,
 )
 from bnpjax.ops import sample_categorical, truncated_poisson_log_pmf
+from bnpjax.ops.gamma import sample_gamma
 
 __all__ = [
     "IBPDraw",
@@ -244,7 +245,7 @@ def sample_alpha(key, num_active, num_rows, shape, rate) -> jax.Array:
     paper's scale ``b``; here ``rate`` is ``1/b``."""
     a, b = alpha_posterior(num_active, num_rows, shape, rate)
     dtype = jnp.result_type(float)
-    return jax.random.gamma(key, jnp.asarray(a, dtype), dtype=dtype) / b
+    return sample_gamma(key, jnp.asarray(a, dtype), dtype) / b
 
 
 def new_feature_log_prior(alpha, num_rows, kappa: int) -> jax.Array:
@@ -301,7 +302,7 @@ def feature_log_odds(key, z_k, reference_count=0.0, num_reference_rows=0) -> jax
     N = z_k.shape[0] + num_reference_rows
     m_k = jnp.sum(z_k) + reference_count
     # max(m_k, 1): an empty column is never visited, but a batched loop evaluates it anyway
-    g = jax.random.gamma(key, jnp.stack([jnp.maximum(m_k, 1.0), N - m_k + 1.0]), dtype=z_k.dtype)
+    g = sample_gamma(key, jnp.stack([jnp.maximum(m_k, 1.0), N - m_k + 1.0]), z_k.dtype)
     return jnp.log(g[0]) - jnp.log(g[1])
 
 

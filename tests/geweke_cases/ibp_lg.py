@@ -51,14 +51,18 @@ BASE = ibp_lg.make_data(np.zeros((ROWS, DIMS)))
 
 
 def statistics(state, data):
+    # the variances in logs: under their inverse-gamma priors of shape 3 the fourth moment of
+    # sigma^2 is infinite, so the z-score's Monte Carlo standard error (a variance estimate)
+    # is itself unreliable and |z| is heavier-tailed than normal (parallel_gibbs, seed 5:
+    # z 4.07 for sigma_x^2 and 2.61 for its log, from the same draws)
     m = state.Z.sum(0)
     return {
         "K+": jnp.sum(m > 0).astype(float),
         "sum Z": jnp.sum(state.Z),
         "sum m^2": jnp.sum(m**2),
         "alpha": state.alpha,
-        "sigma_x^2": state.sigma_x**2,
-        "sigma_a^2": state.sigma_a**2,
+        "log sigma_x^2": 2 * jnp.log(state.sigma_x),
+        "log sigma_a^2": 2 * jnp.log(state.sigma_a),
         "mean X^2": jnp.mean(data.X**2),
         "<X, ZA>": jnp.sum(data.X * (state.Z @ state.A)),
         "sum A^2": jnp.sum(state.A**2),
@@ -181,15 +185,18 @@ CASES = [
         factory=factory,
         data=BASE,
         hyper=HYPER,
-        settings=SETTINGS,
+        settings={**SETTINGS, "capacity": capacity},
         statistics=statistics,
         broken_factory=_broken(factory, step),
         num_successive=6000,
         seed=5,
     )
-    for name, factory, step in (
-        ("collapsed_gibbs", ibp_lg.collapsed_gibbs, _broken_collapsed_step),
-        ("parallel_gibbs", ibp_lg.parallel_gibbs, _broken_parallel_step),
+    # the parallel row's twin accepts every complement move and its K+ drifts up (mean 7.7
+    # against the prior's 2.5, past 40 once in 6,000 iterations with seed 5): a buffer of 64
+    # lets it fail the test rather than stop (the kernel's draws do not depend on the buffer)
+    for name, factory, step, capacity in (
+        ("collapsed_gibbs", ibp_lg.collapsed_gibbs, _broken_collapsed_step, 40),
+        ("parallel_gibbs", ibp_lg.parallel_gibbs, _broken_parallel_step, 64),
     )
 ]
 CASES.append(

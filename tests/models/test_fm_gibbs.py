@@ -132,3 +132,23 @@ def test_bad_settings_are_rejected_naming_the_argument():
 
 # --------------------------------------------------------------------------------------------
 # relation blocks
+
+
+def test_colour_draws_are_the_same_on_both_routes_of_the_gaussian_draw(monkeypatch):
+    """The colours' joint (w_i, v_i) draws go through bnpjax.ops.gaussian_from_precision,
+    whose batch-last loops serve colours of at least LOOP_MIN_BATCH features: a fit whose
+    colours (100 users, 80 items) take the loops gives the draws of one that takes LAPACK."""
+    from bnpjax.ops import gaussian
+
+    X, _, y = _synthetic(5, n=600, users=100, items=80)
+    data = fm.make_data(X, y)
+    fits = []
+    for min_batch in (1, 10**9):
+        monkeypatch.setattr(gaussian, "LOOP_MIN_BATCH", min_batch)
+        # a fresh kernel each time, and the driver's program cache emptied: a program
+        # compiled for the first route would otherwise serve the second
+        bnpjax.infer.programs.clear_compile_cache()
+        result = run(fm.gibbs(data, rank=3), jax.random.key(1), 10, progress_bar=False)
+        fits.append(result.trace["posterior"])
+    for name in ("w", "V", "b", "noise_var"):
+        np.testing.assert_allclose(fits[0][name], fits[1][name], rtol=1e-6, atol=1e-8)

@@ -21,6 +21,8 @@ def record(cases, names=None):
             for variable, value in values.items()
         }
         for field in result.final_state._fields:
-            arrays[f"final/{field}"] = np.asarray(getattr(result.final_state, field))
+            value = getattr(result.final_state, field)
+            if value is not None:  # an optional field the kernel does not use
+                arrays[f"final/{field}"] = np.asarray(value)
         np.savez(os.path.join(OUT, f"{name}.npz"), **arrays)
         print(name, sorted(arrays))

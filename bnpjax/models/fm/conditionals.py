@@ -26,11 +26,10 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import solve_triangular
 
 from bnpjax.models.fm.data import FMData
 from bnpjax.models.fm.layout import SEGMENT_WIDTH, FMBlock, FMRelation
-from bnpjax.ops import sample_inverse_gamma
+from bnpjax.ops import gaussian_from_precision, sample_inverse_gamma
 
 
 def _num_rows(data: FMData) -> int:
@@ -152,14 +151,13 @@ def _predict_parts(data: FMData, b, w, V):
 
 def _gaussian_draw(gram, hr, prior_mean, prior_precision, noise, noise_var):
     """Draws from N(P^-1 m, P^-1) per leading index, ``P = gram / noise_var +
-    diag(prior_precision)``, ``m = hr / noise_var + prior_precision * prior_mean``, by one
-    batched Cholesky; ``noise`` is standard normal of the shape of ``hr``."""
+    diag(prior_precision)``, ``m = hr / noise_var + prior_precision * prior_mean``
+    (:func:`bnpjax.ops.gaussian_from_precision`); ``noise`` is standard normal of the shape of
+    ``hr``."""
     eye = jnp.eye(gram.shape[-1], dtype=gram.dtype)
     precision = gram / noise_var + prior_precision[:, :, None] * eye
-    chol = jnp.linalg.cholesky(precision)
     rhs = hr / noise_var + prior_precision * prior_mean
-    half = solve_triangular(chol, rhs[..., None], lower=True)
-    return solve_triangular(chol, half + noise[..., None], lower=True, trans="T")[..., 0]
+    return gaussian_from_precision(precision, rhs, noise)
 
 
 def _joint_block(noise, e, q, block, theta, prior_mean, prior_precision, noise_var, n):

@@ -18,7 +18,7 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 from jax.scipy.special import gammaln
 
 from bnpjax.models.ibp_lg.data import IBPLGData, IBPLGHyper, IBPLGInfo, IBPLGState
-from bnpjax.ops import truncated_poisson_log_pmf
+from bnpjax.ops import sample_gamma, truncated_poisson_log_pmf
 from bnpjax.priors import ibp
 
 __all__ = [
@@ -87,7 +87,7 @@ def hyper_updates(key, data, hyper, Z, A, state, flags):
             ibp.alpha_posterior(k_plus, N, hyper.alpha_shape, hyper.alpha_rate)[1],
         ]
     ).astype(X.dtype)
-    gammas = jax.random.gamma(key_gamma, shapes, dtype=X.dtype) / rates
+    gammas = sample_gamma(key_gamma, shapes, X.dtype) / rates
     sigma_x = jnp.where(flags["sample_sigma_x"], jax.lax.rsqrt(gammas[0]), state.sigma_x)
     sigma_a = jnp.where(flags["sample_sigma_a"], jax.lax.rsqrt(gammas[1]), state.sigma_a)
     alpha = jnp.where(flags["sample_alpha"], gammas[2], state.alpha)

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from bnpjax.models.ilfm.joint import _active_pairs, _bernoulli, _logits, _offset
+from bnpjax.ops import sample_gamma
 
 __all__ = ["hmc", "random_walk", "sample_weight_scale"]
 
@@ -160,7 +161,7 @@ def sample_weight_scale(key, F, W, shape, scale):
     """
     pair = _active_pairs(F, W.dtype)
     count = W.shape[0] * jnp.sum(pair)
-    precision = jax.random.gamma(key, shape + 0.5 * count, dtype=W.dtype) / (
+    precision = sample_gamma(key, shape + 0.5 * count, W.dtype) / (
         scale + 0.5 * jnp.sum(pair * W**2)
     )
     return jax.lax.rsqrt(precision)

@@ -18,6 +18,7 @@ from bnpjax.models.linear_regression.data import (
     LinearRegressionState,
     make_hyper,
 )
+from bnpjax.ops import sample_gamma
 
 __all__ = [
     "log_joint",
@@ -62,7 +63,7 @@ def tau_conditional(data, hyper, pieces, beta):
 
 
 def _sample_gamma(key, shape, rate):
-    return jax.random.gamma(key, shape, dtype=jnp.result_type(rate)) / rate
+    return sample_gamma(key, shape, jnp.result_type(rate)) / rate
 
 
 def pointwise_log_likelihood(data: LinearRegressionData, state: LinearRegressionState) -> jax.Array:

@@ -59,6 +59,7 @@ from bnpjax.models.m3f.features import (
     _redraw_columns,
     _sequential_features,
 )
+from bnpjax.ops import sample_gamma
 from bnpjax.priors import ibp
 
 __all__ = ["build_step", "init", "ipm3f_gibbs"]
@@ -133,9 +134,7 @@ def _sample_weight_sd(key, V, num_weights, prior):
     """sigma_v given the active weights: 1/sigma_v^2 ~ Gamma(a + n/2, b + sum V^2 / 2), n the
     number of active weights (``V`` is zero outside the active columns). Returns sigma_v."""
     shape, rate = prior
-    precision = jax.random.gamma(key, shape + 0.5 * num_weights, dtype=V.dtype) / (
-        rate + 0.5 * jnp.sum(V**2)
-    )
+    precision = sample_gamma(key, shape + 0.5 * num_weights, V.dtype) / (rate + 0.5 * jnp.sum(V**2))
     return jax.lax.rsqrt(precision)
 
 
