@@ -60,21 +60,22 @@ def _cholesky_batch_last(A):
 
 def _draw_batch_last(L, m, z):
     """``L^{-T} (L^{-1} m + z)`` for factors ``L`` (d, d, batch) and ``m``, ``z`` (d, batch):
-    forward then back substitution, one row (column of ``L``) per step."""
+    forward substitution by the rows of ``L``, back substitution by its columns (no
+    transposed copy of ``L``)."""
     d = L.shape[0]
-    L_T = jnp.transpose(L, (1, 0, 2))
 
-    def substitute(factor, rhs, backward):
+    def substitute(rhs, backward):
         def step(t, x):
             j = d - 1 - t if backward else t
-            row = jax.lax.dynamic_index_in_dim(factor, j, 0, keepdims=False)
+            # row j of L, or row j of L^T (column j of L)
+            line = jax.lax.dynamic_index_in_dim(L, j, 1 if backward else 0, keepdims=False)
             value = jax.lax.dynamic_index_in_dim(rhs, j, 0, keepdims=False)
-            value = (value - jnp.sum(row * x, axis=0)) / row[j]
+            value = (value - jnp.sum(line * x, axis=0)) / line[j]
             return jax.lax.dynamic_update_index_in_dim(x, value[None], j, 0)
 
         return jax.lax.fori_loop(0, d, step, jnp.zeros_like(rhs))
 
-    return substitute(L_T, substitute(L, m, False) + z, True)
+    return substitute(substitute(m, False) + z, True)
 
 
 def gaussian_from_precision(precision, linear, noise):
