@@ -149,7 +149,9 @@ def _partition(fns: _KernelFunctions):
     dynamic, static = [], []
     for leaf in leaves:
         if _is_array(leaf):
-            dynamic.append(jnp.asarray(leaf))
+            # jnp.asarray costs about 35 us even for a device array, and a kernel's data
+            # can have hundreds of leaves, partitioned again at every chunk
+            dynamic.append(leaf if isinstance(leaf, jax.Array) else jnp.asarray(leaf))
             static.append(_ARRAY)
         else:
             try:

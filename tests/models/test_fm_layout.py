@@ -97,3 +97,37 @@ def test_bad_designs_and_blocks_are_rejected_naming_the_argument():
         fm.make_data(item_X, y, X_rel=[fm.RelationBlock(users + 1, sp.eye(4))])
     with pytest.raises(ValueError, match=r"X_rel\[0\].data contains NaN"):
         fm.make_data(item_X, y, X_rel=[fm.RelationBlock(users, np.full((4, 2), np.nan))])
+
+
+def _dsatur_loop(monkeypatch, rows, cols, num_rows, num_features):
+    from bnpjax.models.fm import layout
+
+    with monkeypatch.context() as patch:
+        patch.setattr(layout, "_two_colours_as_dsatur", lambda graph, degree: None)
+        return layout.colour_features(rows, cols, num_rows, num_features)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_bipartite_shortcut_gives_dsatur_colours(monkeypatch, seed):
+    """User x item designs (several components, features in no row) take the shortcut and
+    get DSatur's colours; a third one-hot group (odd cycles) falls back to DSatur's loop."""
+    from bnpjax.models.fm import layout
+
+    rng = np.random.default_rng(seed)
+    n, users, items = int(rng.integers(2, 300)), int(rng.integers(1, 40)), int(rng.integers(1, 40))
+    u, i, g = rng.integers(0, users, n), rng.integers(0, items, n), rng.integers(0, 4, n)
+    two = (np.repeat(np.arange(n), 2), np.stack([u, users + i], 1).ravel(), n, users + items + 2)
+    three = (np.repeat(np.arange(n), 3), np.stack([u, users + i, users + items + g], 1).ravel(),
+             n, users + items + 4)  # fmt: skip
+    for design in (two, three):
+        np.testing.assert_array_equal(
+            layout.colour_features(*design), _dsatur_loop(monkeypatch, *design)
+        )
+    pattern = sp.csr_matrix((np.ones(2 * n), (two[0], two[1])), shape=(n, two[3]))
+    graph = (pattern.T @ pattern).tocsr()
+    graph.setdiag(0)
+    graph.eliminate_zeros()
+    assert layout._two_colours_as_dsatur(graph, np.diff(graph.indptr)) is not None
+    # a triangle is not bipartite: the shortcut declines
+    triangle = sp.csr_matrix(np.ones((3, 3)) - np.eye(3))
+    assert layout._two_colours_as_dsatur(triangle, np.full(3, 2)) is None

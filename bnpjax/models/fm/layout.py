@@ -163,6 +163,9 @@ def colour_features(rows, cols, num_rows: int, num_features: int) -> np.ndarray:
     graph.eliminate_zeros()
     indptr, indices = graph.indptr, graph.indices
     degree = np.diff(indptr)
+    two = _two_colours_as_dsatur(graph, degree)
+    if two is not None:
+        return two
     colour = np.full(num_features, -1, np.int64)
     saturation: dict[int, set] = {}
     heap = [(0, -int(d), int(i)) for i, d in enumerate(degree)]
@@ -183,6 +186,29 @@ def colour_features(rows, cols, num_rows: int, num_features: int) -> np.ndarray:
                 if c not in seen:
                     seen.add(c)
                     heapq.heappush(heap, (-len(seen), -int(degree[j]), int(j)))
+    return colour
+
+
+def _two_colours_as_dsatur(graph, degree) -> np.ndarray | None:
+    """DSatur's colouring when the graph is bipartite (a user x item design, the usual case),
+    without its loop over features (0.07 of the 0.12 s that ``make_data`` took on ML-100K):
+    DSatur colours a component completely before it starts the next, starting each with its
+    uncoloured feature of highest degree (the smallest index among ties) in colour 0, and on
+    a bipartite component it then gives every feature the parity of its distance from that
+    start. So: the components' starts, the distances from them (one breadth-first search),
+    their parities, and None (DSatur's loop decides) when an edge joins two of one parity."""
+    from scipy.sparse import csgraph
+
+    _, component = csgraph.connected_components(graph, directed=False)
+    # each component's first feature in the order (degree descending, index ascending)
+    order = np.lexsort((np.arange(degree.size), -degree))
+    _, first_position = np.unique(component[order], return_index=True)
+    starts = order[first_position]
+    distance = csgraph.dijkstra(graph, unweighted=True, indices=starts, min_only=True)
+    colour = distance.astype(np.int64) % 2
+    rows = np.repeat(np.arange(degree.size), degree)
+    if np.any(colour[rows] == colour[graph.indices]):
+        return None
     return colour
 
 
