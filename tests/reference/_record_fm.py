@@ -3,7 +3,8 @@
 ``PYTHONPATH=.:tests python tests/reference/_record_fm.py``. Used when the FM sweep changed
 its draws on purpose (the joint draw of ``b`` and ``mu_w``; the scale move of the
 linear weights with their variances; the variances from one call of the gamma sampler and
-the normals from one call; the factor-scale move of users against items)."""
+the normals from one call; the factor-scale move of users against items; the MH
+tests' uniforms from the normals' call)."""
 
 import os
 

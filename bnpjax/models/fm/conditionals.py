@@ -400,7 +400,9 @@ def _two_sided_on_host(data: FMData):
 FACTOR_SCALE_STEPS = (0.05, 0.2, 0.5, 1.0) * 2
 
 
-def _factor_scale_block(key, hyper, group, V, mu_v, var_v, *, normals, two_sided, items_side=1.0):
+def _factor_scale_block(
+    log_uniforms, hyper, group, V, mu_v, var_v, *, normals, two_sided, items_side=1.0
+):
     r"""Scale factor ``k`` of group 0 (users) by :math:`c_k` and of group 1 (items) by
     :math:`1/c_k`, each with its prior mean and sd, by Metropolis-Hastings on :math:`s_k =
     \log c_k` (``FACTOR_SCALE_STEPS`` random-walk steps, all factors at once); returns ``V,
@@ -424,8 +426,8 @@ def _factor_scale_block(key, hyper, group, V, mu_v, var_v, *, normals, two_sided
     variances move it by a few per cent per sweep: on ML-100K u1 the sums of squares of the
     users' and the items' factors had ESS 6-11 in 1500 sweeps, with the items' ``var_w``
     among the quantities tied to them. ``items_side=0.5`` halves the items' terms (the broken
-    twin of the Geweke test). ``normals`` (K, ``len(FACTOR_SCALE_STEPS)``); ``key`` the
-    uniforms.
+    twin of the Geweke test). ``normals`` (K, ``len(FACTOR_SCALE_STEPS)``) and
+    ``log_uniforms`` (``len(FACTOR_SCALE_STEPS)``, K): the proposals' and the tests' draws.
 
     References
     ----------
@@ -434,7 +436,6 @@ def _factor_scale_block(key, hyper, group, V, mu_v, var_v, *, normals, two_sided
     """
     K = V.shape[1]
     steps = jnp.asarray(FACTOR_SCALE_STEPS, V.dtype)
-    log_u = jnp.log(jax.random.uniform(key, (steps.shape[0], K), V.dtype))
     gamma, beta, mu_0 = hyper.gamma_0, hyper.beta_0, hyper.mu_0
 
     def log_target(s):  # (K,)
@@ -448,7 +449,7 @@ def _factor_scale_block(key, hyper, group, V, mu_v, var_v, *, normals, two_sided
         take = log_uniform < log_target(proposal) - log_target(s)
         return jnp.where(take, proposal, s), None
 
-    s, _ = jax.lax.scan(one, jnp.zeros((K,), V.dtype), (steps, normals.T, log_u))
+    s, _ = jax.lax.scan(one, jnp.zeros((K,), V.dtype), (steps, normals.T, log_uniforms))
     c = jnp.where(two_sided, jnp.exp(s), 1.0)
     factor = jnp.stack([c, 1.0 / c])  # (2, K)
     return V * factor[group], mu_v * factor, var_v * factor**2
@@ -458,7 +459,9 @@ def _factor_scale_block(key, hyper, group, V, mu_v, var_v, *, normals, two_sided
 SCALE_STEPS = (0.02, 0.05, 0.1, 0.2, 0.5) * 4
 
 
-def _scale_block(key, data, hyper, e, w, mu_w, var_w, noise_var, *, normals, jacobian=True):
+def _scale_block(
+    log_uniforms, data, hyper, e, w, mu_w, var_w, noise_var, *, normals, jacobian=True
+):
     r"""Rescale each group's linear weights about their mean together with its variance:
     ``w_i -> mu_g + c (w_i - mu_g)``, ``var_g -> c^2 var_g``, by Metropolis-Hastings on
     :math:`t = \log c` (``SCALE_STEPS`` random-walk steps per group); returns ``w, var_w, e``.
@@ -491,7 +494,6 @@ def _scale_block(key, data, hyper, e, w, mu_w, var_w, noise_var, *, normals, jac
     rate = hyper.beta_0 / 2 + hyper.gamma_0 * (mu_w - hyper.mu_0) ** 2 / 2
     power = hyper.alpha_0 / 2 + (0.5 if jacobian else 1.5)
     steps = jnp.asarray(SCALE_STEPS, e.dtype)
-    log_u = jnp.log(jax.random.uniform(key, (G, steps.shape[0]), e.dtype))
 
     def group_move(moved, g):  # moved: c - 1 of the groups before g (0 for the others)
         a, r = A[g, g], r0[g] - A[g] @ moved
@@ -506,7 +508,7 @@ def _scale_block(key, data, hyper, e, w, mu_w, var_w, noise_var, *, normals, jac
             take = xs[2] < log_target(proposal) - log_target(t)
             return jnp.where(take, proposal, t), None
 
-        t, _ = jax.lax.scan(one, jnp.zeros((), e.dtype), (steps, normals[g], log_u[g]))
+        t, _ = jax.lax.scan(one, jnp.zeros((), e.dtype), (steps, normals[g], log_uniforms[g]))
         return moved.at[g].set(jnp.exp(t) - 1), None
 
     moved, _ = jax.lax.scan(group_move, jnp.zeros((G,), e.dtype), jnp.arange(G))
@@ -576,13 +578,22 @@ def _normal_hyper(normals, theta, group, sizes, var, hyper):
     return mu, (shape, scale)
 
 
-def _standard_normals(key, shapes, dtype):
-    """Standard normal arrays of the given shapes from one call of :func:`jax.random.normal`:
-    each call compiles its own counter-based hash, and the sweep's normal draws (the groups'
+def _standard_draws(key, normal_shapes, uniform_shapes, dtype):
+    """Standard normal arrays of ``normal_shapes`` and the logs of uniform arrays of
+    ``uniform_shapes`` (the MH moves' tests), all from one call of the uniform sampler: each
+    call compiles its own counter-based hash, and the sweep's normal draws (the groups'
     means, the intercept block, the scale moves, the colours' noise) were 1,324 of its 7,973
-    HLO lines in five calls (ML-100K u1, rank 10, 2026-11-28)."""
-    flat = jax.random.normal(key, (sum(math.prod(shape) for shape in shapes),), dtype)
-    return _split_flat(flat, shapes)
+    HLO lines in five calls (ML-100K u1, rank 10, 2026-11-28). The normals are
+    :func:`jax.random.normal`'s (the same uniforms on ``(-1, 1)``, the same inverse error
+    function; counter-based, so the first values of a longer call are those of a shorter
+    one), the uniforms ``(v + 1) / 2`` of the values ``v`` after them."""
+    sizes = [math.prod(shape) for shape in normal_shapes]
+    extra = [math.prod(shape) for shape in uniform_shapes]
+    low = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
+    flat = jax.random.uniform(key, (sum(sizes) + sum(extra),), dtype, low, 1.0)
+    normals = np.sqrt(2.0).astype(dtype) * jax.lax.erf_inv(flat[: sum(sizes)])
+    log_uniforms = jnp.log((flat[sum(sizes) :] + 1.0) / 2.0)
+    return _split_flat(normals, normal_shapes), _split_flat(log_uniforms, uniform_shapes)
 
 
 def _split_flat(flat, shapes):

@@ -55,7 +55,7 @@ from bnpjax.models.fm.conditionals import (
     _predict_parts,
     _relation_sweep,
     _scale_block,
-    _standard_normals,
+    _standard_draws,
     _take_features,
     _two_sided,
     wide_segments,
@@ -94,18 +94,19 @@ def _step(
     keys = jax.random.split(key, 8)
     G, p = data.group_sizes.shape[0], data.group.shape[0]
     D = int(fit_linear) + K
-    # every standard normal of the sweep from one call (_standard_normals)
+    # every standard normal of the sweep from one call (_standard_draws)
     # the factor-scale move's normals are drawn for every two-group design, whether or not
     # it applies, so that deciding it on the host or in the trace gives the same draws
     balance = G == 2 and K > 0
     shapes = [(G,), (G, K), (1, int(fit_w0) + G * int(fit_linear)), (G, len(SCALE_STEPS))]
     shapes += [(K * int(balance), len(FACTOR_SCALE_STEPS)), (p, D)]
-    normals_w, normals_v, normals_b, normals_scale, normals_balance, noise = _standard_normals(
-        keys[3], shapes, state.w.dtype
-    )
+    # and the MH moves' uniforms after them, in the same call
+    tests = [(len(FACTOR_SCALE_STEPS), K * int(balance)), (G, len(SCALE_STEPS))]
+    normals, (log_u_balance, log_u_scale) = _standard_draws(keys[3], shapes, tests, state.w.dtype)
+    normals_w, normals_v, normals_b, normals_scale, normals_balance, noise = normals
     if balance and two_sided is not False:  # users' factors against items', same predictions
         V, mu_v, var_v = (factor_scale_block or _factor_scale_block)(
-            keys[5], hyper, data.group, state.V, state.mu_v, state.var_v,
+            log_u_balance, hyper, data.group, state.V, state.mu_v, state.var_v,
             normals=normals_balance, two_sided=two_sided,
         )  # fmt: skip
         state = state._replace(V=V, mu_v=mu_v, var_v=var_v)
@@ -154,7 +155,7 @@ def _step(
         )  # fmt: skip
     if fit_linear:  # var_w with the spread of w (_scale_block)
         w, var_w, e = (scale_block or _scale_block)(
-            keys[2], data, hyper, e, w, mu_w, var_w, noise_var, normals=normals_scale
+            log_u_scale, data, hyper, e, w, mu_w, var_w, noise_var, normals=normals_scale
         )
 
     # theta_i = (w_i, v_i): one joint Gaussian block per feature, all features of a colour at
