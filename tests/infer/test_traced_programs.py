@@ -188,3 +188,26 @@ def test_programs_jit_takes_static_arguments_either_way_and_runs_inside_a_trace(
     # called inside another traced function it is traced into it
     np.testing.assert_array_equal(jax.jit(lambda v: scaled(v, 4))(x), 4 * x)
     np.testing.assert_array_equal(jax.grad(lambda v: scaled(v, 5).sum())(x), np.full(3, 5.0))
+
+
+def _reference_kernels():
+    import pathlib
+
+    folder = pathlib.Path(__file__).parents[1] / "reference"
+    for path in sorted(folder.glob("[!_]*.py")):
+        for name, build in importlib.import_module(f"reference.{path.stem}").CASES.items():
+            yield pytest.param(build, id=name)
+
+
+@pytest.mark.parametrize("build", list(_reference_kernels()))
+def test_every_models_kernel_has_a_key(build):
+    """Every sampler of the package can be stored: its kernel functions fingerprint (a
+    function that reads numpy and ``jax.random`` together once led the key to numpy's
+    ``random.random``, and the FM's programs were traced again in every process)."""
+    from bnpjax.infer import SamplingAlgorithm, driver, programs
+
+    algorithm, _ = build()
+    if not isinstance(algorithm, SamplingAlgorithm):
+        pytest.skip("a variational fit: its programs are not the driver's")
+    dynamic, static = programs._partition(driver._kernel_functions(algorithm))
+    assert traced_programs.program_key("chunk", (static,), (dynamic,)) is not None

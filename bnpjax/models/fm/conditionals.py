@@ -587,11 +587,14 @@ def _standard_draws(key, normal_shapes, uniform_shapes, dtype):
     :func:`jax.random.normal`'s (the same uniforms on ``(-1, 1)``, the same inverse error
     function; counter-based, so the first values of a longer call are those of a shorter
     one), the uniforms ``(v + 1) / 2`` of the values ``v`` after them."""
+    # no numpy here: a stored traced program's key reads the attributes a function may
+    # reach through the modules it uses, and numpy's ``random`` next to ``jax.random``
+    # leads it to a numpy object it cannot fingerprint (bnpjax.infer.traced_programs)
     sizes = [math.prod(shape) for shape in normal_shapes]
     extra = [math.prod(shape) for shape in uniform_shapes]
-    low = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
+    low = jnp.nextafter(jnp.asarray(-1.0, dtype), jnp.asarray(0.0, dtype))
     flat = jax.random.uniform(key, (sum(sizes) + sum(extra),), dtype, low, 1.0)
-    normals = np.sqrt(2.0).astype(dtype) * jax.lax.erf_inv(flat[: sum(sizes)])
+    normals = jnp.sqrt(jnp.asarray(2.0, dtype)) * jax.lax.erf_inv(flat[: sum(sizes)])
     log_uniforms = jnp.log((flat[sum(sizes) :] + 1.0) / 2.0)
     return _split_flat(normals, normal_shapes), _split_flat(log_uniforms, uniform_shapes)
 
