@@ -52,8 +52,10 @@ def sample_gamma(key, shape, dtype=None) -> jax.Array:
     Returns
     -------
     Array
-        The draws. In float32 a shape far below 1 can round a draw to 0, as with
-        ``jax.random.gamma``.
+        The draws; NaN where the shape is not positive and finite. In float32 a shape far
+        below 1 can round a draw to 0, as with ``jax.random.gamma``. Unlike
+        ``jax.random.gamma`` the draws have no gradient with respect to the shape (the
+        samplers here draw, they do not differentiate through draws).
     """
     dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
     a = jnp.asarray(shape, dtype)
@@ -82,5 +84,9 @@ def sample_gamma(key, shape, dtype=None) -> jax.Array:
     def not_done(state):
         return ~jnp.all(state[1])
 
-    start = (jnp.zeros((), jnp.uint32), jnp.zeros(a.shape, bool), jnp.zeros(a.shape, dtype))
+    # a shape that is not positive and finite (NaN, say, from a traced hyperparameter) would
+    # never accept and the loop would never end: it is done from the start, with NaN
+    invalid = ~((a > 0) & jnp.isfinite(a))
+    value = jnp.where(invalid, jnp.nan, jnp.zeros(a.shape, dtype)).astype(dtype)
+    start = (jnp.zeros((), jnp.uint32), invalid, value)
     return jax.lax.while_loop(not_done, lambda state: propose(*state), start)[2]

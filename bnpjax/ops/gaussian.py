@@ -41,9 +41,11 @@ LOOP_MIN_BATCH = 64
 
 
 def _cholesky_batch_last(A):
-    """Lower Cholesky factors of ``A`` (d, d, batch), column by column (left-looking): column
-    ``j`` is ``A[:, j] - L L[j]^T`` (the columns after ``j`` are still zero), divided by the
-    square root of its ``j``-th entry below the diagonal."""
+    """Lower Cholesky factors of ``A`` (d, d, batch), column by column (left-looking): with
+    ``c = A[:, j] - L L[j]^T`` (the columns after ``j`` are still zero), the diagonal entry is
+    ``sqrt(c_j)`` and the entries below it ``c_i / sqrt(c_j)``. Only the lower triangle of
+    ``A`` is read (``jnp.linalg.cholesky`` symmetrizes first: the routes differ in rounding
+    where ``A`` is not exactly symmetric)."""
     d = A.shape[0]
     rows = jnp.arange(d)[:, None]
 

@@ -36,7 +36,11 @@ def test_link_prediction_on_a_planted_structure_and_capacity_growth():
     data = ilfm.make_data(Y, mask=~held)
     # capacity 2 forces the driver to grow the feature buffer
     algorithm = ilfm.gibbs(data, capacity=2, num_init_features=2)
-    result = run(algorithm, jax.random.key(0), 150, num_warmup=100, progress_bar=False)
+    # 200 warmup sweeps: the step size adapts to the weights of the features the chain has
+    # by then; after 100, births still under way left the kept draws' step too large for
+    # some keys (mean acceptance over keys 0-7: 0.39-0.88 after 100, 0.63-0.87 after 200;
+    # 2026-11-30, after the Gamma sampler changed the chains' draws)
+    result = run(algorithm, jax.random.key(0), 150, num_warmup=200, progress_bar=False)
     assert result.algorithm.capacity > 2
     post = result.trace["posterior"]
     probs = jax.vmap(jax.vmap(probabilities))(
@@ -65,7 +69,7 @@ def test_link_prediction_on_a_planted_structure_and_capacity_growth():
     assert auc > 0.85, auc
     acceptance = np.asarray(result.trace["sample_stats"]["acceptance_rate"])
     assert np.all((acceptance >= 0) & (acceptance <= 1))  # probabilities, no NaN
-    # warmup adapts the HMC step towards acceptance 0.8 (0.72-0.76 over seeds 0-2): a step
+    # warmup adapts the HMC step towards acceptance 0.8 (0.63-0.87 over keys 0-7): a step
     # that collapsed (acceptance near 0) or stopped adapting and shrank (near 1) fails here
     assert 0.5 < float(acceptance.mean()) < 0.95, acceptance.mean()
 

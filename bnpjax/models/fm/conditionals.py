@@ -585,8 +585,9 @@ def _standard_draws(key, normal_shapes, uniform_shapes, dtype):
     means, the intercept block, the scale moves, the colours' noise) were 1,324 of its 7,973
     HLO lines in five calls (ML-100K u1, rank 10, 2026-11-28). The normals are
     :func:`jax.random.normal`'s (the same uniforms on ``(-1, 1)``, the same inverse error
-    function; counter-based, so the first values of a longer call are those of a shorter
-    one), the uniforms ``(v + 1) / 2`` of the values ``v`` after them."""
+    function; with JAX's default partitionable threefry the hash is counter-based, so the
+    first values of a longer call are those of a shorter one), the uniforms ``(v + 1) / 2``
+    of the values ``v`` after them."""
     # no numpy here: a stored traced program's key reads the attributes a function may
     # reach through the modules it uses, and numpy's ``random`` next to ``jax.random``
     # leads it to a numpy object it cannot fingerprint (bnpjax.infer.traced_programs)

@@ -43,7 +43,9 @@ def _prior_draw(key, hyper, group, num_groups, rank, likelihood, num_levels, fit
     num_features = group.shape[0]
 
     def variance_and_mean(k1, k2, shape):
-        var = sample_inverse_gamma(k1, jnp.full(shape, hyper.alpha_0 / 2), hyper.beta_0 / 2)
+        var = sample_inverse_gamma(
+            k1, jnp.full(shape, hyper.alpha_0 / 2), hyper.beta_0 / 2, reference=True
+        )
         mean = hyper.mu_0 + jnp.sqrt(var / hyper.gamma_0) * jax.random.normal(k2, shape, dtype)
         return mean, var
 
@@ -56,7 +58,9 @@ def _prior_draw(key, hyper, group, num_groups, rank, likelihood, num_levels, fit
     )
     b = jax.random.normal(keys[6], (), dtype) / jnp.sqrt(hyper.reg_0) if fit_w0 else 0.0
     if likelihood == "gaussian":
-        noise_var = sample_inverse_gamma(keys[7], hyper.alpha_0 / 2, hyper.beta_0 / 2)
+        noise_var = sample_inverse_gamma(
+            keys[7], hyper.alpha_0 / 2, hyper.beta_0 / 2, reference=True
+        )
     else:
         noise_var = jnp.ones((), dtype)
     if likelihood == "ordinal":

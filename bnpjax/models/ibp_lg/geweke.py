@@ -34,9 +34,13 @@ def _prior_state(
     if flags.get("sample_alpha"):
         alpha = jax.random.gamma(key_alpha, hyper.alpha_shape, dtype=dtype) / hyper.alpha_rate
     if flags.get("sample_sigma_x"):
-        sx = jnp.sqrt(sample_inverse_gamma(key_sx, hyper.sigma_x_shape, hyper.sigma_x_scale))
+        sx = jnp.sqrt(
+            sample_inverse_gamma(key_sx, hyper.sigma_x_shape, hyper.sigma_x_scale, reference=True)
+        )
     if flags.get("sample_sigma_a"):
-        sa = jnp.sqrt(sample_inverse_gamma(key_sa, hyper.sigma_a_shape, hyper.sigma_a_scale))
+        sa = jnp.sqrt(
+            sample_inverse_gamma(key_sa, hyper.sigma_a_shape, hyper.sigma_a_scale, reference=True)
+        )
     draw = ibp.sample_buffet(key_z, alpha, num_rows, capacity)
     A = sa * jax.random.normal(key_a, (capacity, num_dims), dtype) * draw.active[:, None]
     offset = jnp.broadcast_to(jnp.asarray(background, dtype), (num_dims,))

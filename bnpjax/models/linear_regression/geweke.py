@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from bnpjax.models.linear_regression.conditionals import _sample_gamma
 from bnpjax.models.linear_regression.data import (
     LinearRegressionData,
     LinearRegressionHyper,
@@ -35,7 +34,8 @@ def prior_sample(
     del settings
     hyper = _hyper(data, hyper)
     key_tau, key_beta = jax.random.split(key)
-    tau = _sample_gamma(key_tau, hyper.a, hyper.b)
+    # JAX's own sampler: the kernel's draws are checked against an independent one
+    tau = jax.random.gamma(key_tau, hyper.a, dtype=jnp.result_type(hyper.b)) / hyper.b
     chol = jnp.linalg.cholesky(hyper.precision)
     z = jax.random.normal(key_beta, hyper.mean.shape, hyper.mean.dtype)
     beta = hyper.mean + solve_triangular(chol.T, z, lower=False) / jnp.sqrt(tau)
