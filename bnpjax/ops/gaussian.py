@@ -14,8 +14,8 @@ its own; for many small matrices (``d`` up to ``LOOP_MAX_DIM``) both are dominat
 fixed cost per matrix. Here the batch goes last and the factor and the solves loop over the
 ``d`` columns, each step one vectorized operation over the whole batch: a loop of ``3 d``
 steps in place of thousands of calls. Measured on a 2-core x86_64 CPU (float32, ``d = 11``,
-factor and both solves; 2026-11-30): 1,682 matrices 0.91 against 1.53 ms, 943 matrices
-0.35 against 0.96 ms, 128 matrices 0.04 against 0.15 ms. The loop's factor reads the whole
+factor and both solves; 2026-11-30): 1,682 matrices 0.80 against 1.53 ms, 943 matrices
+0.33 against 0.96 ms, 128 matrices 0.04 against 0.15 ms. The loop's factor reads the whole
 batch of factors at every column (``d^3`` per matrix, not ``d^3 / 3``), so from about
 ``d = 20`` LAPACK is faster (``d = 21``: 3.3 against 3.3 ms; ``d = 33``, 6,040 matrices: 253
 against 44 ms) and larger matrices keep it.
