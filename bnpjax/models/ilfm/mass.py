@@ -158,15 +158,18 @@ def dense_hmc(
     momentum = free * jnp.einsum("rab,rb->ra", chol, noise)
     eps = jnp.exp(log_step_size)
 
+    # each step's last gradient is the next step's first: carried, one gradient a step
+    # (the potential itself only at the ends, for the ratio)
     def leapfrog(_, carry):
-        q, p = carry
-        p = p - 0.5 * eps * free * grad(q)
+        q, p, g = carry
+        p = p - 0.5 * eps * free * g
         q = q + eps * velocity(p)
-        p = p - 0.5 * eps * free * grad(q)
-        return q, p
+        g = grad(q)
+        p = p - 0.5 * eps * free * g
+        return q, p, g
 
     q0 = _flatten(W, bias, beta)
-    q1, p1 = jax.lax.fori_loop(0, num_leapfrog, leapfrog, (q0, momentum))
+    q1, p1, _ = jax.lax.fori_loop(0, num_leapfrog, leapfrog, (q0, momentum, grad(q0)))
     log_ratio = potential(q0) + kinetic(momentum) - potential(q1) - kinetic(p1)
     log_ratio = jnp.where(jnp.isfinite(log_ratio), log_ratio, -jnp.inf)
     accept_prob = jnp.exp(jnp.minimum(log_ratio, 0.0))

@@ -51,17 +51,18 @@ def hmc(key, data, hyper, F, W, bias, beta, log_step_size, num_leapfrog, likelih
     def kinetic(p):
         return 0.5 * sum(jnp.sum(leaf**2) for leaf in p)
 
+    # each step's last gradient is the next step's first: carried, one gradient a step
+    # (the potential itself only at the ends, for the ratio)
     def leapfrog(_, c):
-        q, p = c
-        g = grad(q)
+        q, p, g = c
         p = jax.tree.map(lambda a, b: a - 0.5 * eps * b, p, g)
         q = jax.tree.map(lambda a, b: a + eps * b, q, p)
         g = grad(q)
         p = jax.tree.map(lambda a, b: a - 0.5 * eps * b, p, g)
-        return q, (p[0] * pair, p[1], p[2])
+        return q, (p[0] * pair, p[1], p[2]), g
 
     q0 = (W, bias, beta)
-    q1, p1 = jax.lax.fori_loop(0, num_leapfrog, leapfrog, (q0, momentum))
+    q1, p1, _ = jax.lax.fori_loop(0, num_leapfrog, leapfrog, (q0, momentum, grad(q0)))
     log_ratio = potential(q0) + kinetic(momentum) - potential(q1) - kinetic(p1)
     log_ratio = jnp.where(jnp.isfinite(log_ratio), log_ratio, -jnp.inf)
     accept_prob = jnp.exp(jnp.minimum(log_ratio, 0.0))
