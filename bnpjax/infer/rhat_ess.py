@@ -29,6 +29,8 @@ import numpy as np
 
 __all__ = ["ess_bulk", "ess_tail", "split_rhat", "summary_estimates"]
 
+#: values per block of columns in :func:`_autocovariance` (2 MB of float64)
+_BLOCK_VALUES = 1 << 18
 #: the fractional offset of Blom's normal scores (Vehtari et al. 2021, eq. 14)
 _BLOM_OFFSET = 3.0 / 8.0
 
@@ -47,31 +49,73 @@ def _split_chains(values: np.ndarray) -> np.ndarray:
     return np.concatenate([values[:, :half], values[:, values.shape[1] - half :]], axis=0)
 
 
-def _normal_scores(values: np.ndarray) -> np.ndarray:
+def _sort_columns(values: np.ndarray):
+    """Each column's pooled draws (column, chain * draw) and the order that sorts them."""
+    chains, draws, columns = values.shape
+    pooled = np.ascontiguousarray(values.reshape(chains * draws, columns).T)
+    order = np.argsort(pooled, axis=1)  # ties are averaged below: no need for a stable sort
+    return pooled, order, np.take_along_axis(pooled, order, axis=1)
+
+
+def _normal_scores(values: np.ndarray, sorted_columns=None) -> np.ndarray:
     """Blom's normal scores of the pooled draws of each column: ties share their average rank,
     which matters for the integer quantities (K+) these diagnostics often see. Every column
-    at once (one sort), so that a run's hundreds of thresholds or weights cost one call."""
+    at once (one sort, or ``sorted_columns`` from :func:`_sort_columns`), so that a run's
+    hundreds of thresholds or weights cost one call.
+
+    An average rank is ``(first + last) / 2 + 1`` for the 0-based sorted positions of a run of
+    ties, so the scores come from a table of the ``2 size - 1`` possible values of
+    ``first + last`` (one ``ndtri`` per table entry, not per draw); without ties ``first =
+    last`` is the position, and only the columns with ties are searched for their runs."""
     from scipy.special import ndtri
 
-    chains, draws, columns = values.shape
-    size = chains * draws
-    # (column, draw): each column's draws contiguous, for the sort
-    pooled = np.ascontiguousarray(values.reshape(size, columns).T)
-    order = np.argsort(pooled, axis=1)  # ties are averaged below: no need for a stable sort
-    ordered = np.take_along_axis(pooled, order, axis=1)
-    position = np.broadcast_to(np.arange(size), ordered.shape)
-    starts = np.ones(ordered.shape, dtype=bool)
-    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    ends = np.ones(ordered.shape, dtype=bool)
-    ends[:, :-1] = starts[:, 1:]
-    # the first and last sorted positions of each draw's run of ties (0-based)
-    first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
-    last = np.minimum.accumulate(np.where(ends, position, size - 1)[:, ::-1], axis=1)[:, ::-1]
-    ranks = np.empty_like(pooled)
-    np.put_along_axis(ranks, order, (first + last) / 2.0 + 1.0, axis=1)  # average 1-based rank
-    ranks = ranks.T
-    scores = ndtri((ranks - _BLOM_OFFSET) / (size - 2 * _BLOM_OFFSET + 1))
-    return scores.reshape(values.shape)
+    size = values.shape[0] * values.shape[1]
+    pooled, order, ordered = sorted_columns or _sort_columns(values)
+    table = ndtri(
+        (np.arange(2 * size - 1) / 2.0 + 1.0 - _BLOM_OFFSET) / (size - 2 * _BLOM_OFFSET + 1)
+    )
+    position = np.arange(size)
+    twice = np.broadcast_to(2 * position, ordered.shape)
+    tied = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
+    if tied.any():
+        runs = ordered[tied]
+        starts = np.ones(runs.shape, dtype=bool)
+        starts[:, 1:] = runs[:, 1:] != runs[:, :-1]
+        ends = np.ones(runs.shape, dtype=bool)
+        ends[:, :-1] = starts[:, 1:]
+        # the first and last sorted positions of each draw's run of ties
+        first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
+        last = np.minimum.accumulate(np.where(ends, position, size - 1)[:, ::-1], axis=1)
+        twice = twice.copy()
+        twice[tied] = first + last[:, ::-1]
+    scores = np.empty_like(pooled)
+    np.put_along_axis(scores, order, table[twice], axis=1)
+    return scores.T.reshape(values.shape)
+
+
+def _sorted_quantile(ordered: np.ndarray, probability: float) -> np.ndarray:
+    """``np.quantile(x, probability, axis=...)`` (its default, R's type 7) of each row of
+    ``ordered``, rows already sorted: the same index arithmetic and interpolation as NumPy's,
+    so the same values, without NumPy's partition of every row."""
+    size = ordered.shape[1]
+    virtual = (size - 1) * np.asarray(probability, dtype=float)
+    below = int(np.floor(virtual))
+    above = min(below + 1, size - 1)
+    gamma = virtual - below
+    a, b = ordered[:, below], ordered[:, above]
+    difference = b - a
+    if gamma >= 0.5:  # NumPy's branch of its interpolation, for the same rounding
+        return b - difference * (1 - gamma)
+    return a + difference * gamma
+
+
+def _sorted_median(ordered: np.ndarray) -> np.ndarray:
+    """``np.median`` of each row of ``ordered``, rows already sorted (the same values)."""
+    size = ordered.shape[1]
+    middle = size // 2
+    if size % 2:
+        return ordered[:, middle].copy()
+    return (ordered[:, middle - 1] + ordered[:, middle]) / 2.0
 
 
 def _rhat(values: np.ndarray) -> np.ndarray:
@@ -84,10 +128,13 @@ def _rhat(values: np.ndarray) -> np.ndarray:
         return np.sqrt((between / within + draws - 1) / draws)
 
 
-def _split_rhat_of(split: np.ndarray, bulk_scores: np.ndarray) -> np.ndarray:
-    """:func:`split_rhat` of chains already split, given their normal scores."""
+def _split_rhat_of(split: np.ndarray, bulk_scores: np.ndarray, median=None) -> np.ndarray:
+    """:func:`split_rhat` of chains already split, given their normal scores (and each
+    column's median when it is known)."""
     bulk = _rhat(bulk_scores)
-    folded = np.abs(split - np.median(split.reshape(-1, split.shape[2]), axis=0))
+    if median is None:
+        median = np.median(split.reshape(-1, split.shape[2]), axis=0)
+    folded = np.abs(split - median)
     tail = _rhat(_normal_scores(folded))
     return np.where(np.isnan(bulk) | (tail > bulk), tail, bulk)
 
@@ -116,11 +163,20 @@ def split_rhat(values) -> np.ndarray:
 def _autocovariance(values: np.ndarray) -> np.ndarray:
     """Biased autocovariance of each chain at every lag (divided by the chain's length), by
     FFT with zero padding: (chain, draw, column)."""
-    draws = values.shape[1]
-    centred = values - values.mean(axis=1, keepdims=True)
+    chains, draws, columns = values.shape
     size = 1 << int(2 * draws - 1).bit_length()
-    spectrum = np.fft.rfft(centred, n=size, axis=1)
-    return np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=1)[:, :draws] / draws
+    out = np.empty(values.shape)
+    # a few columns at a time: the transforms' work arrays stay small enough to be reused
+    # from call to call; whole, hundreds of columns' (about 120 MB for 4 x 1000 x 600) were
+    # fresh memory in every call, and faulting it in took longer than the transforms
+    step = max(1, _BLOCK_VALUES // (chains * size))
+    for start in range(0, columns, step):
+        block = values[:, :, start : start + step]
+        centred = block - block.mean(axis=1, keepdims=True)
+        spectrum = np.fft.rfft(centred, n=size, axis=1)
+        power = np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=1)
+        out[:, :, start : start + step] = power[:, :draws] / draws
+    return out
 
 
 def _geyer_tau(rho: np.ndarray, size: int) -> np.ndarray:
@@ -206,15 +262,20 @@ def ess_tail(values, probabilities=(0.05, 0.95)) -> np.ndarray:
     numpy.ndarray, shape (column,)
         NaN for a column with NaN draws.
     """
-    values = _as_columns(values)
+    return _ess_tail(_as_columns(values), probabilities)
+
+
+def _ess_tail(values, probabilities=(0.05, 0.95), ordered=None) -> np.ndarray:
+    """:func:`ess_tail`; ``ordered``: each column's pooled draws sorted (column, draw), when
+    known, for the quantiles. Both indicators' ESS in one call."""
     nan = np.isnan(values).any(axis=(0, 1))
-    filled = np.where(np.isnan(values), 0.0, values)
-    pooled = filled.reshape(-1, filled.shape[2])
-    out = np.full(values.shape[2], np.inf)
-    for probability in probabilities:
-        # R's type 7 quantile, numpy's default
-        quantile = np.quantile(pooled, probability, axis=0)
-        out = np.fmin(out, _ess(_split_chains((filled <= quantile).astype(float))))
+    filled = np.where(nan, 0.0, values)
+    if ordered is None:
+        ordered = np.sort(filled.reshape(-1, filled.shape[2]).T, axis=1)
+    # R's type 7 quantile, numpy's default
+    indicators = [filled <= _sorted_quantile(ordered, p) for p in probabilities]
+    ess = _ess(_split_chains(np.concatenate(indicators, axis=2).astype(float)))
+    out = ess.reshape(len(probabilities), -1).min(axis=0)
     out[nan] = np.nan
     return out
 
@@ -238,12 +299,17 @@ def summary_estimates(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     values = _as_columns(values)
     nan = np.isnan(values).any(axis=(0, 1))
     split = _split_chains(values)
-    scores = _normal_scores(split)
+    sorted_columns = _sort_columns(split)
+    scores = _normal_scores(split, sorted_columns)
     bulk = _ess(scores)
     bulk[nan] = np.nan
-    tail = ess_tail(values)
+    # with an even number of draws the split chains hold every draw: the quantiles and the
+    # median come from their sort (NaN columns are NaN whatever they read)
+    ordered = sorted_columns[2] if values.shape[1] % 2 == 0 else None
+    tail = _ess_tail(values, ordered=ordered)
     if values.shape[0] < 2:
         return bulk, tail, np.full(bulk.shape, np.nan)
-    rhat = _split_rhat_of(split, scores)
+    median = _sorted_median(sorted_columns[2])
+    rhat = _split_rhat_of(split, scores, median)
     rhat[nan] = np.nan
     return bulk, tail, rhat

@@ -99,13 +99,31 @@ def test_summary_estimates_are_the_three_estimators():
     from bnpjax.infer.rhat_ess import summary_estimates
 
     rng = np.random.default_rng(5)
-    values = rng.normal(size=(3, 60, 6)).cumsum(axis=1) * 0.1 + rng.normal(size=(3, 60, 6))
-    values[:, :, 1] = 2.0  # constant
-    values[:, :, 2] = rng.integers(0, 3, size=(3, 60))  # ties
-    values[1, 7, 3] = np.nan
-    expected = (ess_bulk(values), ess_tail(values), split_rhat(values))
-    for got, want in zip(summary_estimates(values), expected, strict=True):
-        np.testing.assert_array_equal(got, want)
+    # an even number of draws: the quantiles and the median come from the split chains' sort;
+    # an odd one: the split drops the middle draw, and they are computed apart
+    for draws in (60, 61):
+        values = rng.normal(size=(3, draws, 6)).cumsum(axis=1) * 0.1
+        values += rng.normal(size=(3, draws, 6))
+        values[:, :, 1] = 2.0  # constant
+        values[:, :, 2] = rng.integers(0, 3, size=(3, draws))  # ties
+        values[1, 7, 3] = np.nan
+        expected = (ess_bulk(values), ess_tail(values), split_rhat(values))
+        for got, want in zip(summary_estimates(values), expected, strict=True):
+            np.testing.assert_array_equal(got, want)
     bulk, _, rhat = summary_estimates(values[:1])
     np.testing.assert_array_equal(bulk, ess_bulk(values[:1]))
     assert np.isnan(rhat).all()
+
+
+def test_quantiles_and_medians_of_sorted_rows_are_numpy_s():
+    from bnpjax.infer.rhat_ess import _sorted_median, _sorted_quantile
+
+    rng = np.random.default_rng(6)
+    for size in (1, 2, 7, 400, 4001):
+        rows = np.concatenate([rng.normal(size=(3, size)), rng.integers(0, 4, (2, size))])
+        ordered = np.sort(rows, axis=1)
+        for probability in (0.0, 0.05, 0.37, 0.5, 0.95, 1.0):
+            np.testing.assert_array_equal(
+                _sorted_quantile(ordered, probability), np.quantile(rows, probability, axis=1)
+            )
+        np.testing.assert_array_equal(_sorted_median(ordered), np.median(rows, axis=1))
