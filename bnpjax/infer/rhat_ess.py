@@ -297,6 +297,18 @@ def summary_estimates(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         Bulk ESS, tail ESS, split R-hat.
     """
     values = _as_columns(values)
+    chains, draws, columns = values.shape
+    # a block of columns at a time (each column's estimates are its own): the work arrays
+    # stay small enough to be reused from block to block, where whole they were fresh memory
+    # to fault in, which took longer than the arithmetic
+    step = max(1, _BLOCK_VALUES // (4 * chains * draws))
+    if columns > step:
+        blocks = [_summary_block(values[:, :, a : a + step]) for a in range(0, columns, step)]
+        return tuple(np.concatenate(parts) for parts in zip(*blocks, strict=True))
+    return _summary_block(values)
+
+
+def _summary_block(values):
     nan = np.isnan(values).any(axis=(0, 1))
     split = _split_chains(values)
     sorted_columns = _sort_columns(split)

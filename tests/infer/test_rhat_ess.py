@@ -95,8 +95,13 @@ def test_values_of_another_shape_are_refused():
         split_rhat(np.zeros((4, 10)))
 
 
-def test_summary_estimates_are_the_three_estimators():
+@pytest.mark.parametrize("columns_per_block", [None, 2])
+def test_summary_estimates_are_the_three_estimators(columns_per_block, monkeypatch):
+    from bnpjax.infer import rhat_ess
     from bnpjax.infer.rhat_ess import summary_estimates
+
+    if columns_per_block:  # many columns: a block of them at a time
+        monkeypatch.setattr(rhat_ess, "_BLOCK_VALUES", 4 * 3 * 61 * columns_per_block)
 
     rng = np.random.default_rng(5)
     # an even number of draws: the quantiles and the median come from the split chains' sort;
