@@ -73,10 +73,7 @@ def _entity_terms(f, logits, W, links: _Links, likelihood):
     return total + jnp.sum(_bernoulli(links.y_diag, diag, links.mask_diag, likelihood))
 
 
-#: Newton steps of the birth proposal's fit: 3 rather than 5 proposes as well (accepted
-#: births and deaths per sweep on the planted demo 0.174 against 0.184, +-0.01; on nations
-#: the same draws) for two thirds of the fit's cost, which was a fifth of the demo's sweep
-NEWTON_STEPS = 3
+NEWTON_STEPS = 5
 
 
 def _laplace_fit(y, mask, base, X, prior_precision, likelihood):
