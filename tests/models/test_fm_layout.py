@@ -107,12 +107,16 @@ def _dsatur_loop(monkeypatch, rows, cols, num_rows, num_features):
         return layout.colour_features(rows, cols, num_rows, num_features)
 
 
+@pytest.mark.parametrize("searches", [None, 1])
 @pytest.mark.parametrize("seed", range(12))
-def test_the_bipartite_shortcut_gives_dsatur_colours(monkeypatch, seed):
+def test_the_bipartite_shortcut_gives_dsatur_colours(monkeypatch, seed, searches):
     """User x item designs (several components, features in no row) take the shortcut and
-    get DSatur's colours; a third one-hot group (odd cycles) falls back to DSatur's loop."""
+    get DSatur's colours; a third one-hot group (odd cycles) falls back to DSatur's loop.
+    With one search in NumPy, the other components' distances come from csgraph."""
     from bnpjax.models.fm import layout
 
+    if searches:
+        monkeypatch.setattr(layout, "NUMPY_SEARCHES", searches)
     rng = np.random.default_rng(seed)
     n, users, items = int(rng.integers(2, 300)), int(rng.integers(1, 40)), int(rng.integers(1, 40))
     u, i, g = rng.integers(0, users, n), rng.integers(0, items, n), rng.integers(0, 4, n)
