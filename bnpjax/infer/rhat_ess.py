@@ -29,7 +29,8 @@ import numpy as np
 
 __all__ = ["ess_bulk", "ess_tail", "split_rhat", "summary_estimates"]
 
-#: values per block of columns in :func:`_autocovariance` (2 MB of float64)
+#: values per block of columns in :func:`_autocovariance` and :func:`summary_estimates`
+#: (2 MB of float64)
 _BLOCK_VALUES = 1 << 18
 #: the fractional offset of Blom's normal scores (Vehtari et al. 2021, eq. 14)
 _BLOM_OFFSET = 3.0 / 8.0
@@ -275,7 +276,8 @@ def _ess_tail(values, probabilities=(0.05, 0.95), ordered=None) -> np.ndarray:
     # R's type 7 quantile, numpy's default
     indicators = [filled <= _sorted_quantile(ordered, p) for p in probabilities]
     ess = _ess(_split_chains(np.concatenate(indicators, axis=2).astype(float)))
-    out = ess.reshape(len(probabilities), -1).min(axis=0)
+    # the smaller of the two, a NaN ignored (as a running np.fmin from infinity)
+    out = np.fmin.reduce(ess.reshape(len(probabilities), -1), axis=0, initial=np.inf)
     out[nan] = np.nan
     return out
 
