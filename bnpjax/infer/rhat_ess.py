@@ -25,12 +25,13 @@ of the normal scores).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 __all__ = ["ess_bulk", "ess_tail", "split_rhat", "summary_estimates"]
 
-#: values per block of columns in :func:`_autocovariance` and :func:`summary_estimates`
-#: (2 MB of float64)
+#: draws per block of columns (:func:`_in_column_blocks`; 2 MB of float64)
 _BLOCK_VALUES = 1 << 18
 #: the fractional offset of Blom's normal scores (Vehtari et al. 2021, eq. 14)
 _BLOM_OFFSET = 3.0 / 8.0
@@ -41,6 +42,30 @@ def _as_columns(values) -> np.ndarray:
     if values.ndim != 3:
         raise ValueError(f"values must have shape (chain, draw, column), got {values.shape}")
     return values
+
+
+def _in_column_blocks(estimator):
+    """``estimator`` (of ``(chain, draw, column)`` values, one estimate per column, or a tuple
+    of them) run on a block of columns at a time: each column's estimates are its own, and
+    the work arrays of a block stay small enough to be reused from block to block, where
+    whole (about 120 MB for 4 x 1000 draws of 600 columns) they were fresh memory that took
+    longer to fault in than the arithmetic."""
+
+    @functools.wraps(estimator)
+    def blocked(values, *args, **kwargs):
+        values = _as_columns(values)
+        chains, draws, columns = values.shape
+        step = max(1, _BLOCK_VALUES // (4 * chains * draws))
+        if columns <= step:
+            return estimator(values, *args, **kwargs)
+        parts = [
+            estimator(values[:, :, a : a + step], *args, **kwargs) for a in range(0, columns, step)
+        ]
+        if isinstance(parts[0], tuple):
+            return tuple(np.concatenate(part) for part in zip(*parts, strict=True))
+        return np.concatenate(parts)
+
+    return blocked
 
 
 def _split_chains(values: np.ndarray) -> np.ndarray:
@@ -129,17 +154,16 @@ def _rhat(values: np.ndarray) -> np.ndarray:
         return np.sqrt((between / within + draws - 1) / draws)
 
 
-def _split_rhat_of(split: np.ndarray, bulk_scores: np.ndarray, median=None) -> np.ndarray:
-    """:func:`split_rhat` of chains already split, given their normal scores (and each
-    column's median when it is known)."""
+def _split_rhat_of(split: np.ndarray, bulk_scores: np.ndarray, median) -> np.ndarray:
+    """:func:`split_rhat` of chains already split, given their normal scores and each
+    column's median."""
     bulk = _rhat(bulk_scores)
-    if median is None:
-        median = np.median(split.reshape(-1, split.shape[2]), axis=0)
     folded = np.abs(split - median)
     tail = _rhat(_normal_scores(folded))
     return np.where(np.isnan(bulk) | (tail > bulk), tail, bulk)
 
 
+@_in_column_blocks
 def split_rhat(values) -> np.ndarray:
     """Rank-normalised split R-hat of each column: the larger of the bulk R-hat (normal scores
     of the draws) and the tail R-hat (normal scores of the draws' distance from the median).
@@ -154,9 +178,10 @@ def split_rhat(values) -> np.ndarray:
     numpy.ndarray, shape (column,)
         NaN for a column with NaN draws, or constant within every chain.
     """
-    values = _as_columns(values)
     split = _split_chains(values)
-    out = _split_rhat_of(split, _normal_scores(split))
+    sorted_columns = _sort_columns(split)
+    scores = _normal_scores(split, sorted_columns)
+    out = _split_rhat_of(split, scores, _sorted_median(sorted_columns[2]))
     out[np.isnan(values).any(axis=(0, 1))] = np.nan
     return out
 
@@ -164,20 +189,11 @@ def split_rhat(values) -> np.ndarray:
 def _autocovariance(values: np.ndarray) -> np.ndarray:
     """Biased autocovariance of each chain at every lag (divided by the chain's length), by
     FFT with zero padding: (chain, draw, column)."""
-    chains, draws, columns = values.shape
+    draws = values.shape[1]
+    centred = values - values.mean(axis=1, keepdims=True)
     size = 1 << int(2 * draws - 1).bit_length()
-    out = np.empty(values.shape)
-    # a few columns at a time: the transforms' work arrays stay small enough to be reused
-    # from call to call; whole, hundreds of columns' (about 120 MB for 4 x 1000 x 600) were
-    # fresh memory in every call, and faulting it in took longer than the transforms
-    step = max(1, _BLOCK_VALUES // (chains * size))
-    for start in range(0, columns, step):
-        block = values[:, :, start : start + step]
-        centred = block - block.mean(axis=1, keepdims=True)
-        spectrum = np.fft.rfft(centred, n=size, axis=1)
-        power = np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=1)
-        out[:, :, start : start + step] = power[:, :draws] / draws
-    return out
+    spectrum = np.fft.rfft(centred, n=size, axis=1)
+    return np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=1)[:, :draws] / draws
 
 
 def _geyer_tau(rho: np.ndarray, size: int) -> np.ndarray:
@@ -228,6 +244,7 @@ def _ess(values: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(values).any(axis=(0, 1)), np.nan, out)
 
 
+@_in_column_blocks
 def ess_bulk(values) -> np.ndarray:
     """Bulk effective sample size of each column: the ESS of the split chains' normal scores.
 
@@ -241,12 +258,12 @@ def ess_bulk(values) -> np.ndarray:
     numpy.ndarray, shape (column,)
         NaN for a column with NaN draws.
     """
-    values = _as_columns(values)
     out = _ess(_normal_scores(_split_chains(values)))
     out[np.isnan(values).any(axis=(0, 1))] = np.nan
     return out
 
 
+@_in_column_blocks
 def ess_tail(values, probabilities=(0.05, 0.95)) -> np.ndarray:
     """Tail effective sample size of each column: the smaller ESS of the indicators of being
     at or below the 5% and the 95% quantiles (split chains).
@@ -263,7 +280,7 @@ def ess_tail(values, probabilities=(0.05, 0.95)) -> np.ndarray:
     numpy.ndarray, shape (column,)
         NaN for a column with NaN draws.
     """
-    return _ess_tail(_as_columns(values), probabilities)
+    return _ess_tail(values, probabilities)
 
 
 def _ess_tail(values, probabilities=(0.05, 0.95), ordered=None) -> np.ndarray:
@@ -282,6 +299,7 @@ def _ess_tail(values, probabilities=(0.05, 0.95), ordered=None) -> np.ndarray:
     return out
 
 
+@_in_column_blocks
 def summary_estimates(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`ess_bulk`, :func:`ess_tail` and :func:`split_rhat` (NaN for one chain) of each
     column at once: the split chains' normal scores, a sort of every column's pooled draws
@@ -298,19 +316,6 @@ def summary_estimates(values) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     tuple of numpy.ndarray, each of shape (column,)
         Bulk ESS, tail ESS, split R-hat.
     """
-    values = _as_columns(values)
-    chains, draws, columns = values.shape
-    # a block of columns at a time (each column's estimates are its own): the work arrays
-    # stay small enough to be reused from block to block, where whole they were fresh memory
-    # to fault in, which took longer than the arithmetic
-    step = max(1, _BLOCK_VALUES // (4 * chains * draws))
-    if columns > step:
-        blocks = [_summary_block(values[:, :, a : a + step]) for a in range(0, columns, step)]
-        return tuple(np.concatenate(parts) for parts in zip(*blocks, strict=True))
-    return _summary_block(values)
-
-
-def _summary_block(values):
     nan = np.isnan(values).any(axis=(0, 1))
     split = _split_chains(values)
     sorted_columns = _sort_columns(split)

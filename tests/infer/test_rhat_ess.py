@@ -100,8 +100,11 @@ def test_summary_estimates_are_the_three_estimators(columns_per_block, monkeypat
     from bnpjax.infer import rhat_ess
     from bnpjax.infer.rhat_ess import summary_estimates
 
-    if columns_per_block:  # many columns: a block of them at a time
-        monkeypatch.setattr(rhat_ess, "_BLOCK_VALUES", 4 * 3 * 61 * columns_per_block)
+    def blocked(estimator, values):  # many columns: a block of them at a time
+        with monkeypatch.context() as patch:
+            if columns_per_block:
+                patch.setattr(rhat_ess, "_BLOCK_VALUES", 4 * 3 * 61 * columns_per_block)
+            return estimator(values)
 
     rng = np.random.default_rng(5)
     # an even number of draws: the quantiles and the median come from the split chains' sort;
@@ -112,8 +115,10 @@ def test_summary_estimates_are_the_three_estimators(columns_per_block, monkeypat
         values[:, :, 1] = 2.0  # constant
         values[:, :, 2] = rng.integers(0, 3, size=(3, draws))  # ties
         values[1, 7, 3] = np.nan
-        expected = (ess_bulk(values), ess_tail(values), split_rhat(values))
-        for got, want in zip(summary_estimates(values), expected, strict=True):
+        expected = (ess_bulk(values), ess_tail(values), split_rhat(values))  # whole
+        for estimator, want in zip((ess_bulk, ess_tail, split_rhat), expected, strict=True):
+            np.testing.assert_array_equal(blocked(estimator, values), want)
+        for got, want in zip(blocked(summary_estimates, values), expected, strict=True):
             np.testing.assert_array_equal(got, want)
     bulk, _, rhat = summary_estimates(values[:1])
     np.testing.assert_array_equal(bulk, ess_bulk(values[:1]))
