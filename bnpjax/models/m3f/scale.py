@@ -81,14 +81,24 @@ def _rw_log_scales(key, log_target, shape, dtype, steps=None):
     return t, jnp.mean(taken)
 
 
+def _thresholds_first(values):
+    """(nnz, L-1) pair values as (L-1, nnz); a scalar as it is."""
+    return jnp.swapaxes(values, -1, -2) if jnp.ndim(values) == 2 else values
+
+
 def _group_target(data, hyper, alpha, beta, group, num_groups, A, B, D, lambda_rate, jacobian):
     """``log_target(t)`` of groups whose pairs' ``zeta = alpha - a[group] beta`` ((nnz, L-1)
-    each; ``group`` (nnz,) or None for one group) and whose prior is ``-A a^2/2 + B a``."""
+    each; ``group`` (nnz,) or None for one group) and whose prior is ``-A a^2/2 + B a``.
+
+    The move's few evaluations read the pairs thresholds first, (L-1, nnz): XLA's CPU loops
+    vectorize the last axis, and summed over a last axis of L-1 = 4 thresholds an evaluation
+    took a third longer (the users' move for 2 chains on 4756 pairs: 0.67 -> 0.53 ms)."""
+    alpha, beta = _thresholds_first(alpha), _thresholds_first(beta)
 
     def log_target(t):
         a = jnp.exp(t)
-        a_pair = a if group is None else a[group][:, None]
-        hinge = jnp.sum(_log_hinge(alpha - a_pair * beta, hyper.C, lambda_rate), axis=1)
+        a_pair = a if group is None else a[group]
+        hinge = jnp.sum(_log_hinge(alpha - a_pair * beta, hyper.C, lambda_rate), axis=0)
         hinge = jnp.sum(hinge) if group is None else jax.ops.segment_sum(hinge, group, num_groups)
         return (D * t if jacobian else 0.0) - 0.5 * A * a**2 + B * a + hinge
 
