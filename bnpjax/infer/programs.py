@@ -55,6 +55,7 @@ from bnpjax.compilation_cache import (
     requested_cpu_opt_level,
 )
 from bnpjax.infer import traced_programs
+from bnpjax.infer.arviz_adapter import backend_ready
 
 __all__ = [
     "MAX_COMPILED_PROGRAMS",
@@ -316,6 +317,9 @@ def _compiled(
     key = (name, static_key, _aval_key(args), options)
     program = _COMPILED.get(key)
     if program is None:
+        # lowering may import modules (jax's LAPACK kernels import scipy.linalg): not while
+        # another thread imports ArviZ, which imports some of the same
+        backend_ready()
         start = time.perf_counter()
         lowered = traced_programs.lower(name, fn, static_key, args, out_shardings, options)
         program = compile_lowered(lowered, options)

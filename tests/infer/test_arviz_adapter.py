@@ -10,6 +10,8 @@ with :func:`bnpjax.infer.arviz_adapter.set_backend`, so one pytest run covers bo
 without turning integer arrays into floats.
 """
 
+import subprocess
+import sys
 import warnings
 from typing import NamedTuple
 
@@ -154,6 +156,51 @@ def test_backend_switch(monkeypatch):
         assert arviz_adapter.backend() == ("1" if major >= 1 else "0")
     finally:
         arviz_adapter.set_backend(previous)
+
+
+def test_prepare_backend_imports_in_a_thread_that_readers_wait_for():
+    """prepare_backend starts the backend's import in a daemon thread and returns; whatever
+    needs the backend waits for it (backend_ready); once imported, nothing more starts. In a
+    fresh interpreter, where neither ArviZ line is imported yet."""
+    code = """
+import sys, threading
+from bnpjax.infer import arviz_adapter as a
+module = "arviz_base" if a.backend() == "1" else "arviz"
+assert module not in sys.modules
+a.prepare_backend()
+thread = a._backend_import
+assert thread is not None and thread.daemon and thread is not threading.current_thread()
+a.backend_ready()
+assert not thread.is_alive() and module in sys.modules and a._backend_import is None
+a.prepare_backend()
+assert a._backend_import is None
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_a_compilation_waits_for_the_backend_import(monkeypatch):
+    """A program is compiled only once the backend's import is done: lowering may import
+    modules the import also imports, and two threads must not import at once."""
+    from bnpjax.infer import clear_compile_cache, programs
+
+    events = []
+    monkeypatch.setattr(programs, "backend_ready", lambda: events.append("ready"))
+    lower = programs.traced_programs.lower
+    monkeypatch.setattr(
+        programs.traced_programs,
+        "lower",
+        lambda *a, **k: (events.append("lower"), lower(*a, **k))[1],
+    )
+    clear_compile_cache()
+    run(poisson_birth_death(0.7), jax.random.key(0), 3, progress_bar=False)
+    lowered = [i for i, event in enumerate(events) if event == "lower"]
+    assert lowered, events
+    assert all(i > 0 and events[i - 1] == "ready" for i in lowered), events
 
 
 # --------------------------------------------------------------------------------------------
