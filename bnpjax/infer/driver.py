@@ -370,7 +370,7 @@ def run(
     ``resume_from``: the :class:`~bnpjax.infer.Checkpoint` whose chains this run continues
     (as :func:`resume` passes it): its saved draws start the trace and every checkpoint.
     ``while_running()`` is called once, as soon as the first chunk is dispatched, while the
-    devices compute (:func:`sample` imports ArviZ there, 1-2 s in a fresh process).
+    devices compute (:func:`sample` starts importing ArviZ there, in a thread: 1-2 s fresh).
 
     A chain whose state turns NaN or infinite stops the run with a
     :class:`~bnpjax.infer.guard.NonFiniteStateError` naming the step and the variables.
