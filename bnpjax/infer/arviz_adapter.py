@@ -59,18 +59,26 @@ _override: str | None = None
 
 
 def import_arviz():
-    """The ``arviz`` module, imported without the FutureWarning ArviZ 0.2x prints about its
+    """The ``arviz`` module, imported without the notice ArviZ 0.2x prints once a day about its
     own future (the ArviZ 0.x functions: ``summary``, ``ess``, ``plot_trace``)."""
     backend_ready()
-    return _import_arviz_quietly()
-
-
-def _import_arviz_quietly():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        import arviz
+    _hide_arviz_notice()
+    import arviz
 
     return arviz
+
+
+def _hide_arviz_notice() -> None:
+    """Hide ArviZ 0.2x's once-a-day FutureWarning about its refactor, printed at import, by a
+    filter that matches that message only. It is installed from the calling thread, before
+    any import thread starts: the process's warning filters are shared by all its threads,
+    and ``catch_warnings`` in a background thread would, on leaving, restore filters that
+    the caller may have changed meanwhile (a test's ``pytest.warns``, say)."""
+    warnings.filterwarnings("ignore", message=_ARVIZ_NOTICE, category=FutureWarning)
+
+
+#: the start of ArviZ 0.2x's notice
+_ARVIZ_NOTICE = r"\s*ArviZ is undergoing a major refactor"
 
 
 def _import_matplotlib_style():
@@ -192,7 +200,7 @@ def _import_backend() -> None:
         if backend() == "1":
             import arviz_base  # noqa: F401
         else:
-            _import_arviz_quietly()
+            import arviz  # noqa: F401
     except Exception:  # left for the conversion, in the caller's thread, to report
         pass
 
@@ -213,6 +221,7 @@ def prepare_backend() -> None:
     module = "arviz_base" if backend() == "1" else "arviz"
     if _backend_import is not None or module in sys.modules:
         return
+    _hide_arviz_notice()
     _backend_import = threading.Thread(
         target=_import_backend, name="bnpjax-import-arviz", daemon=True
     )
