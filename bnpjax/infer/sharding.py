@@ -162,11 +162,12 @@ def use_cpu_cores(count: int | None = None, *, quiet: bool = False) -> int:
     JAX's CPU backend is one device: a run's chains, batched with ``vmap``, then execute on
     one core, since the kernels' operations are too small for XLA's intra-operation threads.
     Split into devices, each core runs its share of the chains; the draws are those of the
-    one-device run (:mod:`bnpjax.infer.sharding`). Measured on a 2-core CPU (ILFM demo data, 4
-    chains with 4 temperatures each, 100 + 200 sweeps): 33.1 s of sampling on one device,
-    19.3 s on two. The ``bnpjax`` command calls this at start with ``BNPJAX_CPU_DEVICES`` or
-    the number of cores. It must run before JAX starts its backend (the first array or
-    ``jax.devices()``); it then changes ``jax.devices("cpu")`` for the whole process.
+    one-device run up to rounding in the last bit (:mod:`bnpjax.infer.sharding`). Measured
+    on a 2-core CPU (ILFM demo data, 4 chains with 4 temperatures each, 100 + 200 sweeps):
+    33.1 s of sampling on one device, 19.3 s on two. The ``bnpjax`` command calls this at
+    start with ``BNPJAX_CPU_DEVICES`` or the number of cores. It must run before JAX starts
+    its backend (the first array or ``jax.devices()``); it then changes
+    ``jax.devices("cpu")`` for the whole process.
 
     Parameters
     ----------
