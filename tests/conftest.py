@@ -24,18 +24,21 @@ os.environ.setdefault(
 import jax  # noqa: E402  (after the environment above)
 
 jax.config.update("jax_enable_x64", True)
-# Start JAX's CPU backend now, as one device, whatever the tests run first. A command run in
-# this process (``bnpjax.cli.main``) splits the CPU into one device per core when the
-# backend has not started yet (``bnpjax.infer.use_cpu_cores``), and then every later test of
-# the worker ran on two devices: in float32 a few draws differ in their last bit from a
-# one-device run's, and a test that compares with a one-device subprocess failed or passed
-# by the order of the tests (tests/cli/test_resume.py after tests/cli/test_inputs.py).
-jax.devices("cpu")
 
 
 import pytest  # noqa: E402
 
 from bnpjax.infer.driver import clear_compile_cache  # noqa: E402
+
+# Start JAX's CPU backend now, as one device, whatever the tests run first; after importing
+# bnpjax, whose XLA flags are read when the backend starts (started before them, the suite
+# ran in 28:45 instead of about 17 minutes). A command run in this process
+# (``bnpjax.cli.main``) splits the CPU into one device per core when the backend has not
+# started yet (``bnpjax.infer.use_cpu_cores``), and then every later test of the worker ran
+# on two devices: in float32 a few draws differ in their last bit from a one-device run's,
+# and a test that compares with a one-device subprocess failed or passed by the order of the
+# tests (tests/cli/test_resume.py after tests/cli/test_inputs.py).
+jax.devices("cpu")
 
 
 @pytest.fixture(autouse=True, scope="module")
