@@ -196,11 +196,12 @@ def test_a_compilation_waits_for_the_backend_import(monkeypatch):
     events = []
     monkeypatch.setattr(programs, "backend_ready", lambda: events.append("ready"))
     lower = programs.traced_programs.lower
-    monkeypatch.setattr(
-        programs.traced_programs,
-        "lower",
-        lambda *a, **k: (events.append("lower"), lower(*a, **k))[1],
-    )
+
+    def recording_lower(*args, **kwargs):
+        events.append("lower")
+        return lower(*args, **kwargs)
+
+    monkeypatch.setattr(programs.traced_programs, "lower", recording_lower)
     clear_compile_cache()
     run(poisson_birth_death(0.7), jax.random.key(0), 3, progress_bar=False)
     lowered = [i for i, event in enumerate(events) if event == "lower"]
