@@ -1,5 +1,5 @@
 """``python -m bnpjax`` is the ``bnpjax`` command."""
 
-from bnpjax.cli import main
+from bnpjax.cli import command
 
-raise SystemExit(main())
+command()

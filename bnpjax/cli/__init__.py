@@ -24,7 +24,7 @@ from bnpjax.cli.output import UsageError, check_writable, report_error
 from bnpjax.cli.parser import build_parser, check_checkpoint, check_sampling
 from bnpjax.cli.registry import MODELS, load, load_all
 
-__all__ = ["MODELS", "UsageError", "main"]
+__all__ = ["MODELS", "UsageError", "command", "main"]
 
 _SAMPLING = ("num_samples", "num_warmup", "num_chains")
 
@@ -48,6 +48,23 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         return _main(argv)
+
+
+def command() -> None:
+    """The ``bnpjax`` console script (and ``python -m bnpjax``): :func:`main`, then the end of
+    the process once its output is flushed and the exit handlers have run.
+
+    A normal interpreter exit then tears down SciPy, xarray, pandas, matplotlib and JAX's
+    runtime module by module: 0.3-0.4 s after a demo on a 2-core CPU, when every file the
+    command wrote is already closed. ``main`` itself returns, for use from Python."""
+    import atexit
+    import os
+
+    status = main()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _use_cores(commands) -> None:

@@ -2,7 +2,7 @@
 
 import os
 
-from bnpjax.cli import main
+from bnpjax.cli import command
 
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
-raise SystemExit(main())
+command()

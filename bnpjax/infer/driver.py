@@ -220,6 +220,17 @@ def _kernel_functions(algorithm: SamplingAlgorithm) -> _KernelFunctions:
     )
 
 
+def _lay_out(algorithm, states, placement: Placement | None, program_warmup: bool):
+    """The kernel's partitioned functions, ``states`` and the chunk's output shardings, on
+    ``placement``'s mesh when there is one."""
+    fns, out_shardings = _kernel_functions(algorithm), None
+    if placement is not None:
+        fns, states = place(fns, placement), place_chains(states, placement)
+        rep, kept = placement.replicated, placement.draws if not program_warmup else None
+        out_shardings = (chain_shardings(states, placement), kept, rep, rep, rep)
+    return _partition(fns), out_shardings, states
+
+
 def _grow(algorithm: SamplingAlgorithm, states, needed: int):
     growth = algorithm.growth
     if growth is None:
@@ -262,18 +273,16 @@ def _run_phase(
     program_warmup = warmup and not compile_as_sampling
     kept_chunks: list = []
     done = 0
+    # placed once per phase and after growth: a chunk's states come out already placed, and
+    # placing a kernel's hundreds of leaves again at every chunk kept the devices waiting
+    laid_out = None
     while done < num_draws:
         n = min(chunk_draws, num_draws - done)
         start_state = states
         while True:
-            fns = _kernel_functions(algorithm)
-            out_shardings = None
-            if placement is not None:
-                fns, start_state = place(fns, placement), place_chains(start_state, placement)
-                rep = placement.replicated
-                kept = placement.draws if not program_warmup else None
-                out_shardings = (chain_shardings(start_state, placement), kept, rep, rep, rep)
-            dynamic, static = _partition(fns)
+            if laid_out is None:
+                *laid_out, start_state = _lay_out(algorithm, start_state, placement, program_warmup)
+            (dynamic, static), out_shardings = laid_out
             args = (
                 dynamic,
                 start_state,
@@ -303,6 +312,7 @@ def _run_phase(
                 break
             counters["resizes"] += 1
             algorithm, start_state = _grow(algorithm, start_state, int(needed))
+            laid_out = None
         if not np.all(np.asarray(finite)):
             raise _nonfinite(
                 algorithm, start_state, run_keys, first_step + done * thin, n * thin,

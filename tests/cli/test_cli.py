@@ -1,5 +1,6 @@
 """The command line: version, demo, fit, and one-line errors with exit status 2."""
 
+import os
 import subprocess
 import sys
 
@@ -15,6 +16,38 @@ def test_version_through_python_m():
         [sys.executable, "-m", "bnpjax", "--version"], capture_output=True, text=True, check=True
     )
     assert out.stdout.startswith("bnpjax ")
+
+
+_COMMAND = """
+import atexit, sys
+from bnpjax.cli import command
+atexit.register(print, "exit handler ran")
+sys.argv = ["bnpjax", *sys.argv[1:]]
+command()
+print("not reached")
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "stream", "text"),
+    [
+        (["--version"], 0, "stdout", "bnpjax "),
+        (["fit", "linreg", "--data", "no_such_file.csv"], 2, "stderr", "no_such_file.csv"),
+    ],
+)
+def test_command_ends_the_process_with_mains_status_and_flushed_output(
+    argv, status, stream, text, tmp_path
+):
+    # the console script ends the process itself: its piped (block-buffered) output, the
+    # exit handlers and main's status must all survive that
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    out = subprocess.run(
+        [sys.executable, "-c", _COMMAND, *argv],
+        capture_output=True, text=True, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert out.returncode == status, out.stderr
+    assert text in getattr(out, stream)
+    assert "exit handler ran" in out.stdout and "not reached" not in out.stdout
 
 
 def test_demo_writes_inference_data_and_plot(tmp_path, capsys):
