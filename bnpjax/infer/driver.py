@@ -71,6 +71,7 @@ from bnpjax.infer.sharding import (
     chain_shardings,
     chains_apart,
     init_apart,
+    lay_out_chunk,
     place,
     place_chains,
     resolve_devices,
@@ -220,17 +221,6 @@ def _kernel_functions(algorithm: SamplingAlgorithm) -> _KernelFunctions:
     )
 
 
-def _lay_out(algorithm, states, placement: Placement | None, program_warmup: bool):
-    """The kernel's partitioned functions, ``states`` and the chunk's output shardings, on
-    ``placement``'s mesh when there is one."""
-    fns, out_shardings = _kernel_functions(algorithm), None
-    if placement is not None:
-        fns, states = place(fns, placement), place_chains(states, placement)
-        rep, kept = placement.replicated, placement.draws if not program_warmup else None
-        out_shardings = (chain_shardings(states, placement), kept, rep, rep, rep)
-    return _partition(fns), out_shardings, states
-
-
 def _grow(algorithm: SamplingAlgorithm, states, needed: int):
     growth = algorithm.growth
     if growth is None:
@@ -242,8 +232,7 @@ def _grow(algorithm: SamplingAlgorithm, states, needed: int):
     grown = growth.resize(new_capacity)
     if grown.capacity != new_capacity:
         raise RuntimeError(f"resize({new_capacity}) returned capacity {grown.capacity}")
-    states = jax.vmap(lambda s: growth.grow_state(s, new_capacity))(states)
-    return grown, states
+    return grown, jax.vmap(lambda s: growth.grow_state(s, new_capacity))(states)
 
 
 def _run_phase(
@@ -273,15 +262,16 @@ def _run_phase(
     program_warmup = warmup and not compile_as_sampling
     kept_chunks: list = []
     done = 0
-    # placed once per phase and after growth: a chunk's states come out already placed, and
-    # placing a kernel's hundreds of leaves again at every chunk kept the devices waiting
-    laid_out = None
+    laid_out = None  # placed once per phase and after growth (lay_out_chunk)
     while done < num_draws:
         n = min(chunk_draws, num_draws - done)
         start_state = states
         while True:
             if laid_out is None:
-                *laid_out, start_state = _lay_out(algorithm, start_state, placement, program_warmup)
+                fns, start_state, shardings = lay_out_chunk(
+                    _kernel_functions(algorithm), start_state, placement, program_warmup
+                )
+                laid_out = (_partition(fns), shardings)
             (dynamic, static), out_shardings = laid_out
             args = (
                 dynamic,

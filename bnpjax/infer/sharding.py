@@ -350,6 +350,18 @@ def _put(x, sharding: NamedSharding):
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
+def lay_out_chunk(fns: Any, states: Any, placement: Placement | None, warmup: bool):
+    """A chunk program's kernel functions ``fns`` and chain ``states`` placed on the mesh,
+    and the program's output shardings (None without ``placement``). The driver lays a phase
+    out once, and again after growth: a chunk's states come out placed, and placing a
+    kernel's hundreds of leaves before every chunk kept the devices waiting."""
+    if placement is None:
+        return fns, states, None
+    fns, states = place(fns, placement), place_chains(states, placement)
+    rep, kept = placement.replicated, None if warmup else placement.draws
+    return fns, states, (chain_shardings(states, placement), kept, rep, rep, rep)
+
+
 def place_chains(states: Any, placement: Placement):
     """Chain states (leading chain axis) on the mesh."""
     return place(states, placement, (CHAIN_AXIS,))
