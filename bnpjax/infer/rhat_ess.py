@@ -26,10 +26,11 @@ of the normal scores).
 from __future__ import annotations
 
 import functools
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from bnpjax.infer.sharding import usable_cores
 
 __all__ = ["ess_bulk", "ess_tail", "split_rhat", "summary_estimates"]
 
@@ -61,7 +62,7 @@ def _in_column_blocks(estimator):
         if columns <= step:
             return estimator(values, *args, **kwargs)
         starts = range(0, columns, step)
-        workers = min(len(starts), os.cpu_count() or 1)
+        workers = min(len(starts), usable_cores())
 
         def block(a):
             return estimator(values[:, :, a : a + step], *args, **kwargs)

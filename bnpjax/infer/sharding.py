@@ -109,7 +109,8 @@ class Placement(NamedTuple):
 CPU_DEVICES_VARIABLE = "BNPJAX_CPU_DEVICES"
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system has one)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
@@ -152,7 +153,7 @@ def widen_cpu_thread_pool(count: int | None = None) -> None:
         return
     count = _forced_device_count() if count is None else count
     if count is not None and count > 1 and CPU_THREADS_VARIABLE not in os.environ:
-        os.environ[CPU_THREADS_VARIABLE] = str(_usable_cores() + count)
+        os.environ[CPU_THREADS_VARIABLE] = str(usable_cores() + count)
 
 
 def use_cpu_cores(count: int | None = None, *, quiet: bool = False) -> int:
@@ -182,7 +183,7 @@ def use_cpu_cores(count: int | None = None, *, quiet: bool = False) -> int:
     int
         the number of CPU devices the process will have (or has, when it was too late).
     """
-    count = _usable_cores() if count is None else check_integer(count, "count", 1)
+    count = usable_cores() if count is None else check_integer(count, "count", 1)
     reason = None
     if jax_backend_started():
         reason = "JAX's backend is already running"

@@ -205,10 +205,22 @@ def test_move_counters_are_bookkeeping_not_posterior_quantities():
     assert [v.name for v in report.variables] == ["x"]
 
 
+def _same_report(a, b) -> bool:
+    """Equal reports, their floats up to rounding: an estimate's FFT runs vectorized over a
+    block of columns, so a column's last bits depend on the columns estimated with it."""
+    fa, fb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    if jax.tree_util.tree_structure(a) != jax.tree_util.tree_structure(b):
+        return False
+    return all(
+        np.isclose(x, y, rtol=1e-12, atol=0, equal_nan=True) if isinstance(x, float) else x == y
+        for x, y in zip(fa, fb, strict=True)
+    )
+
+
 def test_checking_the_same_draws_again_reuses_their_estimates(monkeypatch):
     """A run is often checked twice (by sample, then by a summary): the second check of the
     same draws estimates nothing again, a variable whose draws changed is estimated anew, and
-    the reports are the same as from scratch."""
+    the reports are the same as from scratch (up to rounding: :func:`_same_report`)."""
     from bnpjax.infer import diagnostics
 
     draws = {"posterior": {"a": _stuck(), "b": _mixed((3,))}}
@@ -223,5 +235,5 @@ def test_checking_the_same_draws_again_reuses_their_estimates(monkeypatch):
     again = convergence_report(changed)
     assert counted == [1]  # only "a"
     monkeypatch.setattr(diagnostics, "_RECENT", type(diagnostics._RECENT)())
-    assert convergence_report(changed) == again
+    assert _same_report(convergence_report(changed), again)
     assert first.variables[0].r_hat > 1.5 > again.variables[0].r_hat

@@ -16,7 +16,7 @@ from jax.sharding import Mesh
 from tiers import LONG, long_only
 
 from bnpjax.infer import make_mesh
-from bnpjax.infer.sharding import _usable_cores, resolve_devices
+from bnpjax.infer.sharding import resolve_devices, usable_cores
 
 WORKER = pathlib.Path(__file__).with_name("sharding_worker.py")
 
@@ -176,7 +176,7 @@ def test_batched_lapack_calls_on_every_device_finish():
     XLA's CPU thread pool and waits) on one device per core: with the default pool, one
     thread per core, every thread waited and the run stopped at 0 % CPU (the M3F row draws
     on two devices); use_cpu_cores widens the pool, and leaves a size the user chose."""
-    cores = _usable_cores()
+    cores = usable_cores()
     count = max(2, cores)
     code = (
         "import os, jax, jax.numpy as jnp\nfrom bnpjax.infer import use_cpu_cores\n"
@@ -202,7 +202,7 @@ def test_xla_flags_win_over_use_cpu_cores():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     # the pool is widened for the 2 devices XLA_FLAGS forces (widen_cpu_thread_pool)
-    assert done.stdout.split() == ["2", "2", str(_usable_cores() + 2)]
+    assert done.stdout.split() == ["2", "2", str(usable_cores() + 2)]
 
 
 def test_the_command_runs_chains_on_the_cores(tmp_path):
