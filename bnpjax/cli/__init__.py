@@ -12,7 +12,8 @@ Each model's demo and fit live in a module of their own (``bnpjax.cli.<model>``)
 :data:`bnpjax.cli.registry.MODELS`; the parser is built from that registry. Every
 ``--help`` shows the defaults. Errors in arguments or data files print one line on stderr,
 ``bnpjax: error: ...``, and exit with status 2, without traceback; the output path is checked
-before the fit.
+before the fit. A reader of the output that goes away (``bnpjax demo | head``) ends the
+command quietly with status 1.
 """
 
 from __future__ import annotations
@@ -62,9 +63,23 @@ def command() -> None:
 
     status = main()
     atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader went away after main returned: the rest is lost
+        status = status or 1
     os._exit(status)
+
+
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so that flushing what is left of it (at
+    exit, or in :func:`command`) does not fail again on the closed pipe."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a captured stream): nothing to flush
+        pass
 
 
 def _use_cores(commands) -> None:
@@ -107,6 +122,9 @@ def _main(argv: list[str]) -> int:
         _use_cores(commands)
         check_checkpoint(args, supported=getattr(commands, "CHECKPOINTS", True))
         return commands.fit(args)
+    except BrokenPipeError:  # the reader of the output went away (``bnpjax ... | head``)
+        _silence_stdout()
+        return 1
     except (UsageError, ValueError, OSError) as err:
         return report_error(str(err))
     except FloatingPointError as err:  # a chain turned non-finite: nothing is written

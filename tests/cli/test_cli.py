@@ -50,6 +50,20 @@ def test_command_ends_the_process_with_mains_status_and_flushed_output(
     assert "exit handler ran" in out.stdout and "not reached" not in out.stdout
 
 
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    # `bnpjax demo | head -1`: the pipe closes while the demo still has lines to print
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    argv = ["demo", "--num-samples", "50", "--num-warmup", "10", "--no-progress"]
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "bnpjax", *argv, "--out-dir", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    assert proc.stdout.readline().startswith("bnpjax demo")
+    proc.stdout.close()
+    status, err = proc.wait(timeout=300), proc.stderr.read()
+    assert status == 1 and err == "", err
+
+
 def test_demo_writes_inference_data_and_plot(tmp_path, capsys):
     rc = main(
         [
