@@ -50,12 +50,26 @@ def test_command_ends_the_process_with_mains_status_and_flushed_output(
     assert "exit handler ran" in out.stdout and "not reached" not in out.stdout
 
 
+_PRINTS_MORE_THAN_A_PIPE_HOLDS = """
+import sys
+from bnpjax.cli import command, registry
+
+def demo(args):  # far more than a pipe's buffer, so that a closed pipe must be met
+    for i in range(1_000_000):
+        print(f"bnpjax demo line {i}")
+    return 0
+
+registry.load("linreg").demo = demo
+sys.argv = ["bnpjax", "demo", "linreg", "--no-progress", "--out-dir", sys.argv[1]]
+command()
+"""
+
+
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
-    # `bnpjax demo | head -1`: the pipe closes while the demo still has lines to print
+    # `bnpjax demo | head -1`: the pipe closes while the command still has lines to print
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    argv = ["demo", "--num-samples", "50", "--num-warmup", "10", "--no-progress"]
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", "bnpjax", *argv, "--out-dir", str(tmp_path)],
+        [sys.executable, "-c", _PRINTS_MORE_THAN_A_PIPE_HOLDS, str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     assert proc.stdout.readline().startswith("bnpjax demo")
