@@ -71,15 +71,17 @@ def command() -> None:
     os._exit(status)
 
 
-def _silence_stdout() -> None:
-    """Point standard output at the null device, so that flushing what is left of it (at
-    exit, or in :func:`command`) does not fail again on the closed pipe."""
-    import os
+def _reader_gone(stream) -> bool:
+    """Whether ``stream`` is a pipe whose reader has closed it (a broken pipe elsewhere, such
+    as standard error or a named pipe given as a file, is an error to report)."""
+    import select
 
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):  # no file descriptor (a captured stream): nothing to flush
-        pass
+        poll, fd = select.poll(), stream.fileno()
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or no descriptor
+        return False
+    poll.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
 
 
 def _use_cores(commands) -> None:
@@ -122,9 +124,10 @@ def _main(argv: list[str]) -> int:
         _use_cores(commands)
         check_checkpoint(args, supported=getattr(commands, "CHECKPOINTS", True))
         return commands.fit(args)
-    except BrokenPipeError:  # the reader of the output went away (``bnpjax ... | head``)
-        _silence_stdout()
-        return 1
+    except BrokenPipeError as err:
+        if _reader_gone(sys.stdout):  # ``bnpjax ... | head``: nobody reads the rest
+            return 1
+        return report_error(str(err))
     except (UsageError, ValueError, OSError) as err:
         return report_error(str(err))
     except FloatingPointError as err:  # a chain turned non-finite: nothing is written

@@ -69,7 +69,10 @@ def _in_column_blocks(estimator):
 
         if workers > 1:
             # NumPy's sorts, FFTs and array arithmetic release the interpreter's lock: the
-            # blocks run side by side (600 columns of 4 x 1000 draws: 0.50 -> 0.27 s, 2 cores)
+            # blocks run side by side (600 columns of 4 x 1000 draws: 0.50 -> 0.27 s, 2 cores).
+            # What the estimators import is imported here first: not by several threads at once
+            import scipy.special  # noqa: F401
+
             with ThreadPoolExecutor(workers) as pool:
                 parts = list(pool.map(block, starts))
         else:

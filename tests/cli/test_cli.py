@@ -1,5 +1,6 @@
 """The command line: version, demo, fit, and one-line errors with exit status 2."""
 
+import io
 import os
 import subprocess
 import sys
@@ -31,7 +32,7 @@ print("not reached")
 @pytest.mark.parametrize(
     ("argv", "status", "stream", "text"),
     [
-        (["--version"], 0, "stdout", "bnpjax "),
+        ([], 0, "stdout", "usage: bnpjax"),
         (["fit", "linreg", "--data", "no_such_file.csv"], 2, "stderr", "no_such_file.csv"),
     ],
 )
@@ -76,6 +77,18 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     proc.stdout.close()
     status, err = proc.wait(timeout=300), proc.stderr.read()
     assert status == 1 and err == "", err
+
+
+def test_only_a_closed_reader_of_standard_output_ends_the_command_quietly():
+    # any other broken pipe (standard error, a named pipe given as a file) is an error
+    from bnpjax.cli import _reader_gone
+
+    read, write = os.pipe()
+    with os.fdopen(write, "w") as stream:
+        assert not _reader_gone(stream)
+        os.close(read)
+        assert _reader_gone(stream)
+    assert not _reader_gone(io.StringIO())
 
 
 def test_demo_writes_inference_data_and_plot(tmp_path, capsys):
