@@ -19,6 +19,12 @@ def test_version_through_python_m():
     assert out.stdout.startswith("bnpjax ")
 
 
+def _block_buffered_env() -> dict:
+    """The environment without PYTHONUNBUFFERED: a child's piped output is then
+    block-buffered, as a user's is, and only a flush gets it out."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
 _COMMAND = """
 import atexit, sys
 from bnpjax.cli import command
@@ -41,10 +47,9 @@ def test_command_ends_the_process_with_mains_status_and_flushed_output(
 ):
     # the console script ends the process itself: its piped (block-buffered) output, the
     # exit handlers and main's status must all survive that
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     out = subprocess.run(
         [sys.executable, "-c", _COMMAND, *argv],
-        capture_output=True, text=True, cwd=tmp_path, env=env,
+        capture_output=True, text=True, cwd=tmp_path, env=_block_buffered_env(),
     )  # fmt: skip
     assert out.returncode == status, out.stderr
     assert text in getattr(out, stream)
@@ -68,10 +73,9 @@ command()
 
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     # `bnpjax demo | head -1`: the pipe closes while the command still has lines to print
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     proc = subprocess.Popen(
         [sys.executable, "-c", _PRINTS_MORE_THAN_A_PIPE_HOLDS, str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_block_buffered_env(),
     )  # fmt: skip
     assert proc.stdout.readline().startswith("bnpjax demo")
     proc.stdout.close()
