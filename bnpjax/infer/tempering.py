@@ -4,10 +4,13 @@ kernel leaves only rarely.
 
 Rung :math:`t` of a ladder :math:`1 = \beta_0 > \beta_1 > \dots > \beta_{T-1} > 0` targets
 :math:`\pi_t(\theta) \propto p(\theta)\, p(y \mid \theta)^{\beta_t}`; one step of the
-replica-exchange kernel moves every rung with the model's kernel at its temperature (the rungs
-are conditionally independent given their states, so the moves are ``vmap``-ed), then proposes
-to swap the states of neighbouring rungs, first the pairs :math:`(0, 1), (2, 3), \dots`, then
-:math:`(1, 2), (3, 4), \dots`, each accepted with probability
+replica-exchange kernel proposes to swap the states of neighbouring rungs, first the pairs
+:math:`(0, 1), (2, 3), \dots`, then :math:`(1, 2), (3, 4), \dots`, then moves every rung with
+the model's kernel at its temperature (the rungs are conditionally independent given their
+states, so the moves are ``vmap``-ed). The swaps come before the moves so that what the cold
+rung's move reports (a model's log joint, its number of features) is of the state the driver
+records with it; swapped after the moves, a draw would carry the statistics of the state its
+rung held before the swap. Each swap is accepted with probability
 
 .. math:: \min\{1, \exp[(\beta_t - \beta_{t+1})(\ell_{t+1} - \ell_t)]\},
    \qquad \ell_t = \log p(y \mid \theta_t).
@@ -194,10 +197,12 @@ def _step(tempered_step, log_likelihood, key, state, *, betas, rung_fields):
     ladder = jnp.asarray(betas, state.log_likelihood.dtype)
     T = ladder.shape[0]
     key_move, key_even, key_odd = jax.random.split(key, 3)
-    replicas, infos = jax.vmap(tempered_step)(jax.random.split(key_move, T), state.replicas, ladder)
-    state = ReplicaExchangeState(replicas, jax.vmap(log_likelihood)(replicas))
+    # swaps first, moves last: the cold rung's info (a model's log joint, its K+) is then of
+    # the state the driver records; after the moves a swap could bring another rung's state
     state, even = _swap_round(key_even, state, ladder, 0, rung_fields)
     state, odd = _swap_round(key_odd, state, ladder, 1, rung_fields)
+    replicas, infos = jax.vmap(tempered_step)(jax.random.split(key_move, T), state.replicas, ladder)
+    state = ReplicaExchangeState(replicas, jax.vmap(log_likelihood)(replicas))
     exceeded = getattr(infos, "capacity_exceeded", None)
     needed = getattr(infos, "capacity_needed", None)
     info = ReplicaExchangeInfo(

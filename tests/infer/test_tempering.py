@@ -157,3 +157,24 @@ def test_checkpoint_and_resume_continue_every_rung(tmp_path):
     for group in ("posterior", "sample_stats"):
         name = "value" if group == "posterior" else "swap_acceptance"
         np.testing.assert_array_equal(rest[group][name].values, whole[group][name].values)
+
+
+def _step_reporting_its_state(key, theta, beta):
+    theta, info = _step(key, theta, beta)
+    return theta, {**info, "where": theta}  # a statistic of the state the move left
+
+
+def test_a_draws_statistics_describe_that_draw():
+    """The statistics recorded with a draw (a model's log joint, its number of features)
+    are those of the recorded state, also when a swap brought it to the cold rung."""
+    kernel = tempering.TemperedKernel(
+        init=bind(_init), step=bind(_step_reporting_its_state), log_likelihood=bind(_log_likelihood)
+    )
+    idata = bnpjax.sample(tempering.replica_exchange(kernel, LADDER), jax.random.key(4), 200,
+                          num_warmup=20, num_chains=4, progress_bar=False,
+                          check_convergence=False)  # fmt: skip
+    swaps = idata.sample_stats["swap_acceptance"].values[..., 0]
+    assert swaps.mean() > 0.2  # the cold rung takes its neighbour's state often
+    np.testing.assert_array_equal(
+        idata.sample_stats["where"].values, idata.posterior["value"].values
+    )

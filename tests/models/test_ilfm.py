@@ -390,7 +390,7 @@ def test_replica_exchange_keeps_the_cold_rung_and_grows_every_rung():
     tests/infer/test_tempering.py.)"""
     Y = _planted(3, num_entities=12, num_relations=2)
     data, hyper = ilfm.make_data(Y), ilfm.make_hyper()
-    ladder = (1.0, 0.7)
+    ladder = (1.0, 0.95)  # close rungs: swaps are accepted often
     algorithm = ilfm.gibbs(data, capacity=16, num_init_features=2, num_leapfrog=3,
                            temperatures=ladder)  # fmt: skip
     result = run(algorithm, jax.random.key(0), 40, num_warmup=10, progress_bar=False)
@@ -405,11 +405,17 @@ def test_replica_exchange_keeps_the_cold_rung_and_grows_every_rung():
     stats, post = result.trace["sample_stats"], result.trace["posterior"]
     swaps = np.asarray(stats["swap_acceptance"])
     assert swaps.shape == (1, 40, 1) and np.all((swaps >= 0) & (swaps <= 1))
-    last = ilfm.ILFMState(
-        post["F"][0, -1], post["W"][0, -1], post["bias"][0, -1], post["alpha"][0, -1],
-        jnp.zeros(()), jnp.zeros((2, 0)),
+    assert swaps.mean() > 0.3  # the cold rung often holds what its neighbour held
+    # every draw's lp and K+ are its own state's, swapped in or not (checked at each draw: a
+    # check of the last draw alone passed while the others carried the swapped-out state's)
+    kept = ilfm.ILFMState(
+        post["F"][0], post["W"][0], post["bias"][0], post["alpha"][0],
+        jnp.zeros((40,)), jnp.zeros((40, 2, 0)),
     )  # fmt: skip
-    np.testing.assert_allclose(stats["lp"][0, -1], ilfm.log_joint(data, hyper, last), rtol=1e-5)
+    each = jax.vmap(lambda state: ilfm.log_joint(data, hyper, state))(kept)
+    np.testing.assert_allclose(stats["lp"][0], each, rtol=1e-5)
+    active = (np.asarray(post["F"][0]).sum(1) > 0).sum(-1)
+    np.testing.assert_array_equal(post["num_features"][0], active)
 
     for bad in ((0.5, 0.2), (1.0, 1.0), (1.0,)):
         with pytest.raises(ValueError, match="temperatures"):
