@@ -56,6 +56,12 @@ def test_ipm3f_fixed_items_input_and_trace():
     assert "V" not in idata.posterior and "alpha" not in idata.posterior
     assert idata.posterior["Z"].shape == (1, 5, 4, 3)
     assert idata.sample_stats["score_test"].shape == (1, 5, 2)
+    # with the items fixed there is nothing to average over: the Rao-Blackwellized score is
+    # the draw's own score (it was the previous draw's, from the features before the sweep)
+    Z, V = idata.posterior["Z"].values[0], REFERENCE["item_factors"]
+    own = np.einsum("dik,ik->di", Z[:, [0, 1]], V[[2, 0]])
+    np.testing.assert_allclose(idata.sample_stats["score_test"].values[0], own, rtol=1e-5)
+    np.testing.assert_allclose(idata.sample_stats["score_test_rb"].values[0], own, rtol=1e-5)
 
 
 def test_new_feature_conditional_matches_brute_force():

@@ -165,7 +165,9 @@ def _fixed_items_step(data, hyper, reference, key, state, *, num_users, lambda_r
         num_features=jnp.sum(Z.sum(0) > 0).astype(jnp.int32),
         capacity_exceeded=jnp.zeros((), bool),
         capacity_needed=jnp.zeros((), jnp.int32),
-        score_factors=(state.Z, V),
+        # V is fixed: nothing to average over, so the draw's own features (not the sweep's
+        # starting ones, which would pair each draw's thresholds with the previous features)
+        score_factors=(Z, V),
     )
     return new, info
 
