@@ -200,11 +200,28 @@ MOVES = {
 }
 
 
+def _fraction_moved(move, dof=None, num_draws=2000):
+    """The share of exact joint draws whose ``Z`` one pass of the move changes. An exact
+    start test checks invariance only, which a move that never accepts (a NaN in its ratio
+    rejects every proposal) keeps too; these moves change 38-82 % of the draws, so a floor
+    of 20 % (about 17 Monte Carlo sds below the lowest) catches one that stopped moving."""
+
+    def one(key):
+        key_prior, key_data, key_move = jax.random.split(key, 3)
+        Z, A = prior_sample(key_prior)
+        target, rows = _targets(data_sample(key_data, (Z, A), dof=dof), dof)
+        return jnp.any(move(key_move, Z, A, ALPHA, target, rows, num_proposals=5)[0] != Z)
+
+    keys = jax.random.split(jax.random.key(1), num_draws)
+    return float(jnp.mean(jax.vmap(one)(keys)))
+
+
 @pytest.mark.parametrize("name", list(MOVES))
 def test_move_keeps_the_posterior(name):
     move, _ = MOVES[name]
     result = _run(move)
     assert result.passed, f"{name}\n{result}"
+    assert _fraction_moved(move) > 0.2, name
 
 
 @pytest.mark.parametrize("name", ["anchored split-merge", "anchored birth-death"])
@@ -212,6 +229,19 @@ def test_anchored_move_keeps_the_posterior_under_a_student_t_likelihood(name):
     move, _ = MOVES[name]
     result = _run(move, dof=STUDENT_T)
     assert result.passed, f"{name}, Student-t\n{result}"
+    assert _fraction_moved(move, STUDENT_T) > 0.2, f"{name}, Student-t"
+
+
+def test_a_move_that_never_accepts_is_caught():
+    """The floor above fails a move whose ratio is NaN (every proposal rejected), which the
+    exact start test alone passes."""
+
+    def nan_ratio(*args):
+        return jnp.nan
+
+    move = partial(anchored, log_proposal_ratio=nan_ratio)
+    assert _run(move, dof=STUDENT_T).passed  # invariance alone cannot see it
+    assert _fraction_moved(move, STUDENT_T) == 0.0
 
 
 @pytest.mark.parametrize(
