@@ -23,6 +23,7 @@ from jax.sharding import Mesh
 from bnpjax.infer.arviz_adapter import groups_to_inference_data, package_versions
 from bnpjax.infer.base import ArvizSpec, PRNGKey, State, Trace
 from bnpjax.infer.checks import check_integer
+from bnpjax.infer.keys import check_key
 from bnpjax.infer.programs import jit
 from bnpjax.infer.sharding import place, resolve_devices
 
@@ -178,7 +179,7 @@ def fit_run(
     if chunk_size is None:
         chunk_size = max(1, math.ceil(num_steps / DEFAULT_NUM_CHUNKS))
     chunk_size = check_integer(chunk_size, "chunk_size", 1)
-    init_key, run_key, draw_key = _keys(key)
+    init_key, run_key, draw_key = _keys(check_key(key))
     timings: dict[str, float] = {}
 
     # one "chain": only a data axis splits anything

@@ -42,6 +42,7 @@ from scipy import stats
 
 from bnpjax.infer.base import concrete_or_none
 from bnpjax.infer.checks import check_integer
+from bnpjax.infer.keys import check_key
 from bnpjax.priors import ibp
 
 __all__ = ["IndianBuffetProcess", "capacity_for"]
@@ -108,6 +109,9 @@ class IndianBuffetProcess(Distribution):
         num_rows = check_integer(num_rows, "num_rows")
         if form not in ("lof", "buffet"):
             raise ValueError(f"form must be 'lof' or 'buffet', got {form!r}")
+        given = concrete_or_none(alpha)
+        if given is not None and np.asarray(given).dtype.kind not in "iuf":
+            raise ValueError(f"alpha must be a positive number, got {alpha!r}")
         if capacity is None:
             concrete = concrete_or_none(alpha)
             if concrete is None:
@@ -135,7 +139,7 @@ class IndianBuffetProcess(Distribution):
         and sample, from independent keys."""
         shape = tuple(sample_shape) + self.batch_shape
         alphas = jnp.broadcast_to(self.alpha, shape).reshape(-1)
-        keys = jax.random.split(key, alphas.shape[0])
+        keys = jax.random.split(check_key(key), alphas.shape[0])
         draws = jax.vmap(lambda k, a: ibp.sample_buffet(k, a, self.num_rows, self.capacity))(
             keys, alphas
         )

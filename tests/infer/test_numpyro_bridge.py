@@ -276,7 +276,12 @@ def test_ibp_distribution_bad_input():
         IndianBuffetProcess(1.0, 5, 0)
     with pytest.raises(ValueError, match="form"):
         IndianBuffetProcess(1.0, 5, form="ordered")
+    for not_a_number in ("a", True):
+        with pytest.raises(ValueError, match="alpha must be a positive number"):
+            IndianBuffetProcess(not_a_number, 5)
     d = IndianBuffetProcess(1.0, 5)
+    with pytest.raises(ValueError, match="key must be"):
+        d.sample(0)  # an integer seed is no key
     with pytest.raises(ValueError, match="binary"):
         d.log_prob(np.full((5, 3), 0.5))
     with pytest.raises(ValueError, match="shape"):

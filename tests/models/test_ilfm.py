@@ -92,6 +92,8 @@ def test_cluster_start_finds_the_planted_communities():
         ilfm.gibbs(data, init_strategy="irm")
     with pytest.raises(ValueError, match="num_init_features"):
         ilfm.gibbs(data, num_init_features=0, init_strategy="cluster")
+    with pytest.raises(ValueError, match="num_init_features 5 > capacity 3"):
+        ilfm.gibbs(data, capacity=3, num_init_features=5)  # was quietly cut to 3
     with pytest.raises(ValueError, match="num_clusters"):
         ilfm.cluster_features(jax.random.key(0), data, 0)
 

@@ -99,8 +99,7 @@ def _model_init(
     beta = jnp.zeros((R, data.X.shape[0]), dtype)
     log_step = jnp.asarray(math.log(step_size), dtype)
     alpha = jnp.asarray(alpha, dtype)
-    # the weights' scale is in the state only when it is sampled: a fixed one leaves the
-    # state (and every draw) as it was before the prior existed
+    # the weights' scale is in the state only when sampled: a fixed one leaves every draw as is
     sigma_w = None if hyper.sigma_w_shape is None else jnp.asarray(hyper.sigma_w, dtype)
     off = jnp.zeros((), bool)
     weights = None
@@ -352,6 +351,8 @@ def _default_num_init_features(data, mode, init_strategy, num_init_features, cap
     else:
         minimum = 1 if init_strategy == "cluster" else 0
         num_init_features = check_integer(num_init_features, "num_init_features", minimum)
+        if num_init_features > capacity:  # a start the buffer cannot hold (as iPM3F)
+            raise ValueError(f"num_init_features {num_init_features} > capacity {capacity}")
     return min(int(num_init_features), capacity)
 
 
@@ -440,8 +441,7 @@ def build_step(
 
 
 def _observed_entries(data: ILFMData):
-    """Flat indices, relations, senders and receivers of the observed entries (host arrays),
-    or None while tracing."""
+    """Observed entries: flat indices and (relations, senders, receivers); None while tracing."""
     mask = concrete_or_none(data.mask)
     if mask is None:
         return None
