@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bnpjax.cli.inputs import add_header_argument
 from bnpjax.cli.output import UsageError, save_figure, write_idata
 from bnpjax.infer.checks import check_allocation
 
@@ -133,6 +134,7 @@ def add_fit_arguments(parser) -> None:
         "(counts ignored)",
     )
     parser.add_argument("--directed", action="store_true", help="edges are directed")
+    add_header_argument(parser)
 
 
 def fit(args) -> int:
@@ -141,7 +143,8 @@ def fit(args) -> int:
 
     if args.K < 1:
         raise UsageError("--K must be at least 1")
-    network = read_edge_list(args.data, directed=args.directed)
+    header = False if args.no_header else None  # None: a first row of names is a header
+    network = read_edge_list(args.data, directed=args.directed, header=header)
     # the memberships' statistics are (nodes, K) and the blocks' (K, K): refuse before allocating
     check_allocation((network.num_nodes + args.K, args.K), np.float64, "--K", copies=4)
     _, _, idata, theta, block, loglik = _cvb0(network, args)

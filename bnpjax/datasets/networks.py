@@ -86,11 +86,18 @@ def newman_counts(w) -> np.ndarray:
     return np.round((np.asarray(w, float) + 1.0) ** 2).astype(np.int64)
 
 
-def read_edge_list(path, *, directed: bool, name: str | None = None) -> Network:
+def read_edge_list(
+    path, *, directed: bool, name: str | None = None, header: bool | None = None
+) -> Network:
     """Read a ``source<TAB>target<TAB>weight`` file (``#`` comments; a missing third column
     means weight 1; whitespace or commas separate) into a :class:`Network`. Node names are
     relabelled 0..N-1 in order of first appearance (sorted when they are all integers).
-    Weights must be non-negative integers; zero-weight rows and self-loops are refused."""
+    Weights must be non-negative integers; zero-weight rows and self-loops are refused.
+
+    ``header``: whether the first row names the columns. None (the default) reads it as a
+    header when its third cell is not a number, or when its two names are not integers while
+    every other row's are (``source,target`` above integer ids); False keeps it as an edge
+    (nodes may be named anything); True drops it."""
     rows = []
     with open(path) as handle:
         for number, line in enumerate(handle, 1):
@@ -100,9 +107,23 @@ def read_edge_list(path, *, directed: bool, name: str | None = None) -> Network:
             parts = line.replace(",", " ").split()
             if len(parts) not in (2, 3):
                 raise ValueError(f"{path}:{number}: expected 'source target [weight]'")
-            rows.append(parts if len(parts) == 3 else [*parts, "1"])
+            rows.append((number, parts if len(parts) == 3 else [*parts, "1"]))
+    if header is None and rows:
+        first, rest = rows[0][1], rows[1:]
+        header = not _is_number(first[2]) or (
+            bool(rest)
+            and not (_is_integer(first[0]) and _is_integer(first[1]))
+            and all(_is_integer(r[0]) and _is_integer(r[1]) for _, r in rest)
+        )
+    if header:
+        rows = rows[1:]
     if not rows:
         raise ValueError(f"{path}: no edges")
+    for number, r in rows:
+        if not _is_number(r[2]):
+            raise ValueError(f"{path}:{number}: the weight {r[2]!r} is not a number")
+    numbers_of_rows = [number for number, _ in rows]
+    rows = [r for _, r in rows]
     names = [r[0] for r in rows] + [r[1] for r in rows]
     try:
         ids = sorted({int(n) for n in names})
@@ -112,14 +133,14 @@ def read_edge_list(path, *, directed: bool, name: str | None = None) -> Network:
     index = {name_: k for k, name_ in enumerate(labels)}
     src = np.array([index[str(int(r[0])) if r[0].lstrip("-").isdigit() else r[0]] for r in rows])
     dst = np.array([index[str(int(r[1])) if r[1].lstrip("-").isdigit() else r[1]] for r in rows])
-    try:
-        weight = np.array([float(r[2]) for r in rows])
-    except ValueError as err:
-        raise ValueError(f"{path}: weights must be numbers") from err
-    if not np.all(np.isfinite(weight)) or np.any(weight <= 0) or np.any(weight != np.round(weight)):
-        raise ValueError(f"{path}: weights must be positive integers (counts)")
+    weight = np.array([float(r[2]) for r in rows])
+    bad = ~np.isfinite(weight) | (weight <= 0) | (weight != np.round(weight))
+    if np.any(bad):
+        line = numbers_of_rows[int(np.argmax(bad))]
+        raise ValueError(f"{path}:{line}: weights must be positive integers (counts)")
     if np.any(src == dst):
-        raise ValueError(f"{path}: self-loops are excluded from the model")
+        line = numbers_of_rows[int(np.argmax(src == dst))]
+        raise ValueError(f"{path}:{line}: self-loops are excluded from the model")
     return Network(
         name or os.path.basename(str(path)),
         len(labels),
@@ -129,6 +150,18 @@ def read_edge_list(path, *, directed: bool, name: str | None = None) -> Network:
         directed,
         labels,
     )
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_integer(text: str) -> bool:
+    return text.lstrip("-").isdigit()
 
 
 def _read_tsv(path):

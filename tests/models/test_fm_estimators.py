@@ -105,6 +105,16 @@ def test_estimators_reject_bad_input_naming_the_argument():
         FMRegressor().fit(X, y, n_iter=5, n_kept_samples=6)
     with pytest.raises(ValueError, match="rank"):
         FMRegressor(rank=-1).fit(X, y, n_iter=2)
+    for flag in ("fit_w0", "fit_linear", "progress_bar", "bucket_shapes"):
+        with pytest.raises(ValueError, match=f"{flag} must be True or False"):
+            FMRegressor(**{flag: "no"}).fit(X, y, n_iter=2)
+    # test targets: never dropped without their design, never NaN
+    with pytest.raises(ValueError, match="y_test needs X_test"):
+        FMRegressor().fit(X, y, y_test=y, n_iter=2)
+    with pytest.raises(ValueError, match="y_test"):
+        FMRegressor().fit(X, y, X_test=X, y_test=np.r_[np.nan, y[1:]], n_iter=2)
+    with pytest.raises(ValueError, match="y_test must hold class labels 0 and 1"):
+        FMClassifier().fit(X, y % 2, X_test=X, y_test=y, n_iter=2)
     model = FMRegressor(rank=1).fit(X, y, n_iter=3)
     with pytest.raises(ValueError, match="5"):
         model.predict(np.ones((2, 4)))

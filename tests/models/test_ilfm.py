@@ -131,6 +131,12 @@ def test_bad_input_is_rejected_naming_the_argument():
                 ilfm.gibbs.build_step(**{name: bad})
     with pytest.raises(ValueError, match="sigma_w"):
         ilfm.make_hyper(sigma_w=-1.0)
+    for bad in ((1.0,), 1.0, (1.0, 2.0, 3.0)):
+        with pytest.raises(ValueError, match="alpha_prior must be"):
+            ilfm.make_hyper(alpha_prior=bad)
+    for flag in ("observe_diagonal", "standardize"):  # "no" was read as True
+        with pytest.raises(ValueError, match=f"{flag} must be True or False"):
+            ilfm.make_data(np.zeros((3, 3)), **{flag: "no"})
     with pytest.raises(ValueError, match="covariates must be"):
         ilfm.make_data(np.zeros((3, 3)), covariates=np.zeros((2, 3, 4)))
     with pytest.raises(ValueError, match="entity_covariates contains NaN"):

@@ -186,6 +186,9 @@ def test_map_baseline_is_a_variational_algorithm_and_seed_is_deprecated():
     assert float(objective) <= result.history["objective"][-1] + 1e-9
     with pytest.raises(TypeError, match="both"):
         m3f.fit_map(data, seed=0, key=jax.random.key(0))
+    for bad in (np.nan, -1.0, "0.1", True):  # Gibbs M3F refuses them too
+        with pytest.raises(ValueError, match="init_scale"):
+            m3f.map_estimate(data, rank=2, init_scale=bad)
 
 
 def test_geweke_protocol_and_deprecated_prior_sample():

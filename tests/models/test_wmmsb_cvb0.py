@@ -174,6 +174,14 @@ def test_cvb0_checks_its_arguments():
         wmmsb.cvb0(data, wmmsb.make_hyper(2), init="kmeans")
     with pytest.raises(ValueError, match="chunk"):
         wmmsb.cvb0(data, wmmsb.make_hyper(2), chunk=0)
+    # a table of the predictive below the largest count was dropped for a default one
+    with pytest.raises(ValueError, match=r"max_count \(1\) is below the largest observed count"):
+        wmmsb.cvb0(data, wmmsb.make_hyper(2), max_count=1)
+    for bad in (-1, 2.5):
+        with pytest.raises(ValueError, match="max_count"):
+            wmmsb.cvb0(data, wmmsb.make_hyper(2), max_count=bad)
+    with pytest.raises(ValueError, match="store_gamma must be True or False"):
+        wmmsb.cvb0(data, wmmsb.make_hyper(2), store_gamma="no")
     with pytest.raises(ValueError, match="rank"):
         wmmsb.cvb0(data)
     with pytest.raises(ValueError, match="batch"):

@@ -45,6 +45,27 @@ def test_read_edge_list_and_bad_files(tmp_path):
     bad.write_text("a\ta\t2\n")
     with pytest.raises(ValueError, match="self-loops"):
         read_edge_list(bad, directed=False)
+    bad.write_text("0 1 2\n1 2 x\n")
+    with pytest.raises(ValueError, match=r"bad\.tsv:2: the weight 'x' is not a number"):
+        read_edge_list(bad, directed=False)
+
+
+def test_read_edge_list_header(tmp_path):
+    """A header row was read as an edge between nodes 'source' and 'target' (a 4-node ring
+    came out with 6 nodes)."""
+    path = tmp_path / "e.csv"
+    path.write_text("source,target\n0,1\n1,2\n2,3\n3,0\n")
+    net = read_edge_list(path, directed=True)
+    assert net.num_nodes == 4 and len(net.src) == 4
+    assert read_edge_list(path, directed=True, header=False).num_nodes == 6  # when asked
+    path.write_text("src,dst,count\n0,1,1\n1,2,2\n")
+    assert read_edge_list(path, directed=True).num_nodes == 3
+    with pytest.raises(ValueError, match=r"e\.csv:1: the weight 'count' is not a number"):
+        read_edge_list(path, directed=True, header=False)
+    # named nodes throughout: the first row is an edge unless said otherwise
+    path.write_text("alice bob\nbob carol\n")
+    assert read_edge_list(path, directed=True).num_nodes == 3
+    assert read_edge_list(path, directed=True, header=True).num_nodes == 2
 
 
 @pytest.mark.parametrize(

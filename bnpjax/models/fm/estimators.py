@@ -35,7 +35,7 @@ import numpy as np
 from scipy.special import ndtr  # on the host, in float64
 
 from bnpjax.infer import run, to_inference_data
-from bnpjax.infer.checks import check_integer, key_from_random_state
+from bnpjax.infer.checks import check_flag, check_integer, key_from_random_state
 from bnpjax.infer.diagnostics import check_convergence
 from bnpjax.infer.programs import jit
 from bnpjax.models.fm.conditionals import _predict_coo
@@ -107,6 +107,10 @@ class _BayesianFM:
             raise ValueError(f"n_kept_samples must be an integer in 1..n_iter, got {n_kept!r}")
         check_integer(self.rank, "rank", 0)
         check_start_scale(self.init_stdev, "init_stdev")
+        for name in ("fit_w0", "fit_linear", "progress_bar", "bucket_shapes"):
+            check_flag(getattr(self, name), name)
+        if y_test is not None and X_test is None:
+            raise ValueError("y_test needs X_test: it is scored against the predictions for X_test")
         targets = self._encode(y)
         data = make_data(
             X, targets, likelihood=self.likelihood, group_shapes=group_shapes, X_rel=X_rel,
@@ -123,6 +127,9 @@ class _BayesianFM:
             test, num_test = (rows, cols, values, relations), shape[0]
             if y_test is not None and np.shape(y_test) != (num_test,):
                 raise ValueError(f"y_test must have shape ({num_test},), got {np.shape(y_test)}")
+            if y_test is not None:  # the levels of an ordinal model are its own labels
+                kind = "gaussian" if self.likelihood == "ordinal" else self.likelihood
+                check_targets(y_test, num_test, kind, name="y_test")
         algorithm = gibbs(
             data,
             make_hyper(**self.hyper),

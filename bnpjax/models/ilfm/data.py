@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.checks import check_positive, check_real_array, renamed_arguments
+from bnpjax.infer.checks import check_flag, check_positive, check_real_array, renamed_arguments
 from bnpjax.infer.scaling import location_scale
 from bnpjax.ops._dtypes import device_array
 
@@ -190,6 +190,8 @@ def make_hyper(
     """
     if alpha_prior is None:
         raise ValueError("alpha_prior must be (shape, rate): the ILFM samples alpha")
+    if np.ndim(alpha_prior) != 1 or len(alpha_prior) != 2:
+        raise ValueError(f"alpha_prior must be (shape, rate), got {alpha_prior!r}")
     shape, rate = alpha_prior
     values = [shape, rate, sigma_w, sigma_s, sigma_beta]
     names = ["alpha_prior shape", "alpha_prior rate", "sigma_w", "sigma_s", "sigma_beta"]
@@ -270,6 +272,8 @@ def make_data(
     ValueError
         naming the argument that is malformed.
     """
+    observe_diagonal = check_flag(observe_diagonal, "observe_diagonal")
+    standardize = check_flag(standardize, "standardize")
     Y = check_real_array(Y, "Y", finite=False)
     if np.any(np.isinf(Y)):
         raise ValueError("Y must not contain +-inf (only NaN marks an unobserved entry)")

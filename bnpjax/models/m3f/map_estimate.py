@@ -15,6 +15,8 @@ collaborative prediction. ICML.
 
 from __future__ import annotations
 
+import math
+import numbers
 import warnings
 from typing import Any, NamedTuple
 
@@ -77,6 +79,18 @@ def _optimizer():
     return optax.lbfgs()
 
 
+def _check_init_scale(value) -> float:
+    """The sd of the factors' start, a finite number >= 0 (as Gibbs M3F asks); else
+    ``ValueError``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not (math.isfinite(value) and value >= 0)
+    ):
+        raise ValueError(f"init_scale must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
 def _init(data, fixed_V, key, *, rank, num_users, num_items, init_scale):
     key_u, key_v = jax.random.split(key)
     dtype = data.signs.dtype
@@ -137,7 +151,7 @@ def init(
     dtype = data.signs.dtype
     rank, fixed = _fixed_items(item_factors, None, False, rank, sizes["num_items"], dtype)
     fixed_V = None if fixed is None else fixed[0]
-    return _init(data, fixed_V, key, rank=rank, init_scale=float(init_scale), **sizes)
+    return _init(data, fixed_V, key, rank=rank, init_scale=_check_init_scale(init_scale), **sizes)
 
 
 def build_step(*, reg: float = 1.0, item_factors=None):
@@ -206,7 +220,9 @@ def map_estimate(
     rank, fixed = _fixed_items(item_factors, None, False, rank, sizes["num_items"], dtype)
     fixed_V = None if fixed is None else fixed[0]
     return VariationalAlgorithm(
-        init=bind(_init, data, fixed_V, rank=rank, init_scale=float(init_scale), **sizes),
+        init=bind(
+            _init, data, fixed_V, rank=rank, init_scale=_check_init_scale(init_scale), **sizes
+        ),
         step=bind(_step, data, fixed_V, jnp.asarray(reg, dtype)),
         trace=_trace,
         spec=ArvizSpec(

@@ -31,7 +31,7 @@ import numpy as np
 from jax import lax
 
 from bnpjax.infer.base import as_step, bind, concrete_or_none
-from bnpjax.infer.checks import check_integer, renamed_arguments
+from bnpjax.infer.checks import check_flag, check_integer, renamed_arguments
 from bnpjax.infer.variational import VariationalAlgorithm
 from bnpjax.models.wmmsb.data import (
     WMMSBData,
@@ -274,7 +274,8 @@ def init(
     CVB0State
     """
     del settings
-    return _init(data, hyper, key, likelihood=likelihood, chunk=1, store=store_gamma, init=init)
+    store = check_flag(store_gamma, "store_gamma")
+    return _init(data, hyper, key, likelihood=likelihood, chunk=1, store=store, init=init)
 
 
 def build_step(
@@ -307,9 +308,9 @@ def build_step(
     return as_step(
         _step,
         likelihood=likelihood,
-        chunk=int(chunk),
-        store=bool(store_gamma),
-        ymax=max_count,
+        chunk=check_integer(chunk, "chunk", 1),
+        store=check_flag(store_gamma, "store_gamma"),
+        ymax=None if max_count is None else check_integer(max_count, "max_count", 0),
         node_update=node_update,
     )
 
@@ -391,12 +392,20 @@ def cvb0(
         raise ValueError(f"init must be 'assortative' or 'random', got {init!r}")
     _check_zeros_held(data, "CVB0")
     chunk = check_integer(chunk, "chunk", 1)
+    store_gamma = check_flag(store_gamma, "store_gamma")
+    if max_count is not None:
+        max_count = check_integer(max_count, "max_count", 0)
     y_host = concrete_or_none(data.y)  # None while traced: no table then
     ymax = None
     if y_host is not None and y_host.size:
         top = float(y_host.max())
-        if max_count is not None and max_count >= top:
-            ymax = int(max_count)
+        if max_count is not None and max_count < top:
+            raise ValueError(
+                f"max_count ({max_count}) is below the largest observed count ({top:g}): the "
+                "predictive's table must cover every count (None: sized from the data)"
+            )
+        if max_count is not None:
+            ymax = max_count
         elif top <= 65536:
             ymax = 2 ** int(np.ceil(np.log2(max(top, 1.0))))  # rounded up: fewer recompiles
     node_update = _node_update(node_update, likelihood)
