@@ -167,5 +167,10 @@ def test_fm_block_with_nuts_on_a_half_cauchy_noise_scale():
     assert samples["V"].shape == (100, 4, 2)
     assert abs(float(samples["w"][:, 0].mean()) - 1.0) < 0.2
     assert 0.1 < float(samples["sigma"].mean()) < 0.4
+    # the block holds the noise variance at NUTS's sigma squared (not sigma, not stale: the
+    # coarse checks above would pass either way)
+    last = mcmc.last_state
+    held = last.block_states[0].sampler_state.noise_var
+    assert np.allclose(held, np.exp(last.block_states[1].z["sigma"]) ** 2, rtol=1e-5)
     with pytest.raises(ValueError, match="exactly 'noise_var'"):
         fm.gibbs_block(fm_model, fm.make_data(X, y, standardize=False), given={"b": "b"})

@@ -145,6 +145,15 @@ def test_a_sampled_weight_scale_is_in_the_state_the_trace_and_the_log_joint():
     final = jax.tree.map(lambda leaf: leaf[0], result.final_state)
     lp = result.trace["sample_stats"]["lp"][0, -1]
     np.testing.assert_allclose(lp, ilfm.log_joint(data, hyper, final), rtol=1e-6)
+    # every draw's lp is its own state's log joint (with its own sigma_w), not the last one's
+    post = result.trace["posterior"]
+    kept = final._replace(
+        F=post["F"][0], W=post["W"][0], bias=post["bias"][0], alpha=post["alpha"][0],
+        sigma_w=post["sigma_w"][0], log_step_size=jnp.zeros(30), beta=jnp.zeros((30, 2, 0)),
+        adapting=None, pair_weights=None,
+    )  # fmt: skip
+    each = jax.vmap(lambda state: ilfm.log_joint(data, hyper, state))(kept)
+    np.testing.assert_allclose(result.trace["sample_stats"]["lp"][0], each, rtol=1e-5)
     # the same sigma_w fixed: the log joint drops the inverse-Gamma term
     fixed = ilfm.log_joint(data, ilfm.make_hyper(sigma_w=float(final.sigma_w)),
                            final._replace(sigma_w=None))  # fmt: skip

@@ -108,8 +108,13 @@ def test_predict_and_log_likelihood_of_held_out_responses():
     np.testing.assert_allclose(mean, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
     draws = lr.predict([result.trace, result.trace], data, test, key=jax.random.key(0))
     assert draws.shape == (2, 100, 10)
-    # the posterior predictive is centred on the held-out responses
-    assert abs(float((draws.mean((0, 1)) - y[~mask]).mean())) < 0.5
+    # each draw is x beta + noise of precision tau, from that draw's beta and tau: the
+    # standardised residuals are 2000 independent N(0, 1) (a draw ignoring x beta, or with
+    # the noise's sd taken as tau or 1 / tau, is far outside these 4-sigma bounds)
+    tau = np.concatenate([result.trace["posterior"]["tau"]] * 2)
+    residuals = ((draws - np.concatenate([expected] * 2)) * np.sqrt(tau)[..., None]).ravel()
+    assert abs(residuals.mean()) < 4 / np.sqrt(residuals.size)
+    assert abs(residuals.std() - 1) < 4 / np.sqrt(2 * residuals.size)
 
 
 def test_deprecated_names_still_work():
