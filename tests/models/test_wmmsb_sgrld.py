@@ -332,11 +332,14 @@ def test_sgrld_stationary_law_matches_collapsed_gibbs():
     assert np.max(np.abs(bias)) < 0.05, bias
 
 
-@long_only("about 25 s")
-@pytest.mark.parametrize("broken", ["noise", "divergence"])
+@pytest.mark.parametrize(
+    "broken", ["noise", pytest.param("divergence", marks=long_only("about 14 s"))]
+)
 def test_sgrld_broken_twins_fail_the_stationary_test(broken):
     """The same test fails the kernel whose noise lacks the metric's sqrt(x) and the one
     without the metric's divergence term (the scale summary catches the latter: with the
-    memberships' summaries alone its extrapolated z-scores stayed within 1.2)."""
+    memberships' summaries alone its extrapolated z-scores stayed within 1.2), each by twice
+    the passing bound (measured 2026-12-01: max |z| 24 and 109). One twin runs in the
+    default tier, so that every run shows the test can fail."""
     z_broken, _ = _extrapolated_z(broken, DRAWS // 2)
-    assert np.max(np.abs(z_broken)) > 4.5, (broken, z_broken)
+    assert np.max(np.abs(z_broken)) > 2 * 4.5, (broken, z_broken)
