@@ -241,5 +241,6 @@ CASES = [
 
 # each ILFM row costs about 110 s per simulator with an empty compilation cache on the 2-core
 # CI machine; the random-walk probit row (whose twin repeats the first row's rate slip) runs
-# with BNPJAX_LONG_TESTS=1, the three others in every run
+# with BNPJAX_LONG_TESTS=1, the three others in every run; the random-walk move alone, with
+# a twin of its own, runs in every run by exact starts (tests/models/test_ilfm_weight_moves.py)
 MARKS = {"ilfm.gibbs.random_walk_probit": (long_only("about 110 s per simulator"),)}
