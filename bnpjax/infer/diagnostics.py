@@ -42,6 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bnpjax.infer.arviz_adapter import group, group_names
+from bnpjax.infer.checks import check_flag
 from bnpjax.infer.rhat_ess import summary_estimates
 
 __all__ = [
@@ -399,6 +400,7 @@ def check_convergence(
     ConvergenceReport
         Its ``lines()`` are what the command line prints under a summary table.
     """
+    warn = check_flag(warn, "warn")
     report = convergence_report(
         draws, var_names, r_hat_max=r_hat_max, ess_per_chain_min=ess_per_chain_min
     )

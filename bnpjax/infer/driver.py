@@ -52,7 +52,7 @@ from bnpjax.infer.checkpoint import (
     check_state,
     concat_draws,
 )
-from bnpjax.infer.checks import check_integer
+from bnpjax.infer.checks import check_flag, check_integer
 from bnpjax.infer.diagnostics import check_convergence as _check_convergence
 from bnpjax.infer.guard import chunk_error, finite_flags
 from bnpjax.infer.keys import chain_keys as _chain_keys
@@ -202,8 +202,7 @@ def _make_chunk(
 
 def _make_init(static):
     def init(dynamic, init_keys):
-        fns = _merge(dynamic, static)
-        return _over_chains(fns.init)(init_keys)
+        return _over_chains(_merge(dynamic, static).init)(init_keys)
 
     return init
 
@@ -384,12 +383,12 @@ def run(
     thin = check_integer(thin, "thin", 1)
     num_chains = check_integer(num_chains, "num_chains", 1)
     start_step = check_integer(start_step, "start_step", 0)
+    progress_bar = check_flag(progress_bar, "progress_bar")
     if while_running is not None and not callable(while_running):
         raise ValueError(f"while_running must be callable, got {type(while_running).__name__}")
     total_steps = num_warmup + num_samples * thin
-    if chunk_size is None:
-        chunk_size = max(1, math.ceil(total_steps / DEFAULT_NUM_CHUNKS))
-    chunk_size = check_integer(chunk_size, "chunk_size", 1)
+    default = max(1, math.ceil(total_steps / DEFAULT_NUM_CHUNKS))
+    chunk_size = check_integer(default if chunk_size is None else chunk_size, "chunk_size", 1)
     if total_steps + start_step >= 2**31:
         raise ValueError("the run is too long for 32-bit step indices")
     if checkpoint_path is not None:
@@ -598,6 +597,7 @@ def sample(
         ``log_likelihood`` and ``observed_data``; ``attrs`` record the seed, the kernel, its
         settings, timings and package versions.
     """
+    check_convergence = check_flag(check_convergence, "check_convergence")
     result = run(
         algorithm,
         key,

@@ -50,6 +50,7 @@ from jax import lax
 
 from bnpjax.infer.arviz_adapter import groups_to_inference_data, package_versions
 from bnpjax.infer.base import CAPACITY_FIELDS, SamplingAlgorithm, default_trace
+from bnpjax.infer.checks import check_flag
 
 __all__ = ["NumPyroKernel", "mcmc_to_inference_data"]
 
@@ -138,7 +139,7 @@ class NumPyroKernel(_mcmc_kernel_base()):
                 f"ibp_lg.collapsed_gibbs(data)), got {type(algorithm).__name__}"
             )
         self.algorithm = algorithm
-        self.keep_log_likelihood = bool(log_likelihood)
+        self.keep_log_likelihood = check_flag(log_likelihood, "log_likelihood")
         self.model = None  # az.from_numpyro reads it; there is no NumPyro model to replay
         self._trace_fn = algorithm.trace if algorithm.trace is not None else default_trace
 

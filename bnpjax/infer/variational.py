@@ -22,7 +22,7 @@ from jax.sharding import Mesh
 
 from bnpjax.infer.arviz_adapter import groups_to_inference_data, package_versions
 from bnpjax.infer.base import ArvizSpec, PRNGKey, State, Trace
-from bnpjax.infer.checks import check_integer
+from bnpjax.infer.checks import check_flag, check_integer
 from bnpjax.infer.keys import check_key
 from bnpjax.infer.programs import jit
 from bnpjax.infer.sharding import place, resolve_devices
@@ -176,6 +176,7 @@ def fit_run(
         )
     num_steps = check_integer(num_steps, "num_steps", 1)
     num_draws = check_integer(num_draws, "num_draws", 1)
+    progress_bar = check_flag(progress_bar, "progress_bar")
     if chunk_size is None:
         chunk_size = max(1, math.ceil(num_steps / DEFAULT_NUM_CHUNKS))
     chunk_size = check_integer(chunk_size, "chunk_size", 1)

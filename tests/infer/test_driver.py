@@ -273,6 +273,23 @@ def test_bad_algorithm_and_key(regression):
             run(lr.gibbs(data, hyper=prior), bad, 5, progress_bar=False)
 
 
+def test_flags_must_be_bools(regression):
+    """A truthy string for a flag of sample/run (or check_convergence's warn) is refused
+    naming it, before anything compiles; NumPy bools are bools."""
+    data, prior = regression
+    algorithm = lr.gibbs(data, hyper=prior)
+    before = compile_count()
+    for name in ("progress_bar", "check_convergence"):
+        with pytest.raises(ValueError, match=name):
+            bnpjax.sample(algorithm, jax.random.key(0), 5, **{name: "no"})
+    with pytest.raises(ValueError, match="progress_bar"):
+        run(algorithm, jax.random.key(0), 5, progress_bar="no")
+    assert compile_count() == before
+    result = run(algorithm, jax.random.key(0), 5, progress_bar=np.False_)
+    with pytest.raises(ValueError, match="warn"):
+        bnpjax.infer.diagnostics.check_convergence(result, warn="no")
+
+
 def test_initial_state_needs_a_chain_axis(regression):
     data, prior = regression
     state = lr.LinearRegressionState(jnp.zeros(3), jnp.ones(()))

@@ -146,6 +146,8 @@ def test_a_run_that_outgrows_the_buffer_is_flagged_and_refused():
 def test_bridge_bad_input():
     with pytest.raises(ValueError, match="algorithm"):
         NumPyroKernel(lambda key: key)
+    with pytest.raises(ValueError, match="log_likelihood"):  # a truthy string is not True
+        NumPyroKernel(_ibp_algorithm(), log_likelihood="no")
     mcmc = _mcmc(NumPyroKernel(_ibp_algorithm()), 1, 1, num_chains=1)
     with pytest.raises(ValueError, match="model arguments"):
         mcmc.run(jax.random.key(0), np.zeros(3))

@@ -82,6 +82,8 @@ def test_fit_refuses_bad_input():
     for not_a_key in (0, None, np.array([1, 2, 3])):  # as bnpjax.sample refuses them
         with pytest.raises(ValueError, match="key must be"):
             fit_run(gaussian_fit([0.0]), not_a_key, 3)
+    with pytest.raises(ValueError, match="progress_bar"):  # a truthy string is not True
+        fit_run(gaussian_fit([0.0]), jax.random.key(0), 3, progress_bar="no")
 
 
 def test_map_draws_applies_a_function_to_every_draw():

@@ -130,6 +130,26 @@ def test_bad_settings_are_rejected_naming_the_argument():
         fm.gibbs(data, test=(rows, cols, values, (block,)), num_test=num_test)
 
 
+def test_flags_must_be_bools():
+    """A truthy string for a flag is refused naming it (make_data, gibbs, init, build_step);
+    NumPy bools are bools."""
+    X = sp.random(10, 5, density=0.5, format="csr", random_state=0)
+    y = np.arange(10.0)
+    for name in ("standardize", "bucket_shapes"):
+        with pytest.raises(ValueError, match=name):
+            fm.make_data(X, y, **{name: "no"})
+    data = fm.make_data(X, y, standardize=np.False_)
+    for name in ("fit_w0", "fit_linear", "pointwise_log_likelihood", "sample_noise"):
+        with pytest.raises(ValueError, match=name):
+            fm.gibbs(data, **{name: "no"})
+    for name in ("fit_w0", "fit_linear"):
+        with pytest.raises(ValueError, match=name):
+            fm.init(jax.random.key(0), data, **{name: "no"})
+        with pytest.raises(ValueError, match=name):
+            fm.build_step(**{name: "no"})
+    assert fm.gibbs(data, fit_linear=np.False_).spec.settings["fit_linear"] is False
+
+
 # --------------------------------------------------------------------------------------------
 # relation blocks
 

@@ -158,6 +158,26 @@ def test_bad_input():
     assert alg.capacity == 16
 
 
+def test_flags_must_be_bools():
+    """A truthy string is refused naming the flag, not read as True (the factories, their
+    lower levels, make_data); NumPy bools are bools."""
+    with pytest.raises(ValueError, match="standardize"):
+        ibp_lg.make_data(np.ones((3, 2)), standardize="no")
+    data = ibp_lg.make_data(np.ones((3, 2)), standardize=np.False_)
+    sweep = ("sample_alpha", "sample_sigma_x", "sample_sigma_a", "sample_offset")
+    for factory in (ibp_lg.collapsed_gibbs, ibp_lg.parallel_gibbs, ibp_lg.split_merge):
+        for name in (*sweep, "trace_features", "pointwise_log_likelihood"):
+            with pytest.raises(ValueError, match=name):
+                factory(data, **{name: "no"})
+        for name in sweep:
+            with pytest.raises(ValueError, match=name):
+                factory.build_step(**{name: "no"})
+    with pytest.raises(ValueError, match="sample_offset"):
+        ibp_lg.collapsed_gibbs.init(jax.random.key(0), data, sample_offset="no")
+    alg = ibp_lg.collapsed_gibbs(data, sample_offset=np.False_, trace_features=np.True_)
+    assert alg.spec.settings["sample_offset"] is False
+
+
 def _first_step(algorithm):
     # compiled whole: op by op, each of the sweep's scans and small operations compiles alone
     state = jax.jit(algorithm.init)(jax.random.key(0))

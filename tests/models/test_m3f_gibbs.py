@@ -15,6 +15,22 @@ from bnpjax.models.m3f import conditionals, scale
 from bnpjax.testing import run_geweke_case
 
 
+def test_flags_must_be_bools():
+    """Gibbs M3F and iPM3F refuse a truthy string for a flag, naming it (factories and
+    build_step); NumPy bools are bools."""
+    data = m3f.make_data([0, 1], [1, 0], [1, 2], 2, 2, 3)
+    for name in ("keep_factors", "item_bias", "pointwise_log_likelihood"):
+        with pytest.raises(ValueError, match=name):
+            m3f.gibbs(data, **{name: "no"})
+    for name in ("keep_factors", "pointwise_log_likelihood"):
+        with pytest.raises(ValueError, match=name):
+            m3f.ipm3f_gibbs(data, **{name: "no"})
+    for name in ("item_bias", "fixed_items"):
+        with pytest.raises(ValueError, match=name):
+            m3f.gibbs.build_step(**{name: "no"})
+    assert m3f.gibbs(data, item_bias=np.True_).spec.settings["item_bias"] is True
+
+
 def test_lambda_conditional_matches_scipy():
     """lambda | u ~ GIG(1/2, 1, u^2) = scipy geninvgauss(1/2, |u|, scale |u|)."""
     data = m3f.make_data([0], [0], [1], 1, 1, 2, margin=0.0)

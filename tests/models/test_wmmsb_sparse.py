@@ -85,6 +85,21 @@ def test_bad_held_out_pairs_are_refused():
             wmmsb.make_network(3, [0, 1], [1, 2], directed=False, unobserved=unobserved)
 
 
+def test_flags_must_be_bools():
+    """make_data and make_network refuse a truthy string for a flag, naming it (it would read
+    as True); NumPy bools are bools."""
+    Y = np.array([[0, 1, 0], [1, 0, 2], [0, 2, 0]])
+    for name in ("explicit", "directed"):
+        with pytest.raises(ValueError, match=name):
+            wmmsb.make_data(Y, **{name: "no"})
+    with pytest.raises(ValueError, match="directed"):
+        wmmsb.make_network(3, [0, 1], [1, 2], directed="no")
+    with pytest.raises(ValueError, match="directed"):
+        wmmsb.make_network(sp.csr_matrix(Y), directed="no")
+    data = wmmsb.make_data(Y, explicit=np.True_, directed=np.False_)
+    assert not bool(data.directed)
+
+
 def test_bad_sparse_matrices_are_refused():
     bad = [
         (sp.coo_matrix(([1, 1], ([0, 1], [1, 1])), shape=(3, 3)), "self-loops"),

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.checks import check_dtype_range, check_positive, check_real_array
+from bnpjax.infer.checks import check_dtype_range, check_flag, check_positive, check_real_array
 from bnpjax.infer.scaling import location_scale
 from bnpjax.models.fm.layout import (
     FMBlock,
@@ -274,6 +274,8 @@ def make_data(
     """
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
+    standardize = check_flag(standardize, "standardize")
+    bucket_shapes = check_flag(bucket_shapes, "bucket_shapes")
     X_rel = tuple(X_rel or ())
     rows, cols, values, (n, p) = to_coo(X, allow_no_columns=bool(X_rel))
     y = check_targets(y, n, likelihood)
@@ -282,7 +284,7 @@ def make_data(
     group = _groups(group_shapes, num_features)
     dtype = jnp.result_type(float)
     blocks = colour_blocks(
-        rows, cols, values, n, p, bucket_shapes=bool(bucket_shapes), total_features=num_features
+        rows, cols, values, n, p, bucket_shapes=bucket_shapes, total_features=num_features
     )
     relations, offset = [], p
     for position, (block, width) in enumerate(zip(X_rel, widths, strict=True)):

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
-from bnpjax.infer.checks import check_integer, renamed_arguments
+from bnpjax.infer.checks import check_flag, check_integer, renamed_arguments
 from bnpjax.infer.programs import WITHOUT_YNN_FUSIONS
 from bnpjax.models.fm.conditionals import (
     FACTOR_SCALE_STEPS,
@@ -288,7 +288,8 @@ def init(
     FMState
     """
     hyper, num_levels = _check_settings(data, hyper, rank, likelihood, init_scale, num_levels)
-    fit_w0 = bool(fit_w0) and likelihood != "ordinal"
+    check_flag(fit_linear, "fit_linear")  # no part in the start, but checked like the rest
+    fit_w0 = check_flag(fit_w0, "fit_w0") and likelihood != "ordinal"
     return _init(
         data, hyper, key, rank=rank, likelihood=likelihood, num_levels=num_levels,
         init_scale=float(init_scale), fit_w0=fit_w0,
@@ -314,14 +315,15 @@ def build_step(
     """
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
-    fit_w0 = bool(fit_w0) and likelihood != "ordinal"
+    fit_w0 = check_flag(fit_w0, "fit_w0") and likelihood != "ordinal"
+    fit_linear = check_flag(fit_linear, "fit_linear")
 
     def derive(data, hyper):
         levels = _check_levels(data, likelihood, num_levels)
         return _step_sizes(data, likelihood, levels), _two_sided(data)
 
     return as_step(
-        _step, derive=derive, likelihood=likelihood, fit_w0=fit_w0, fit_linear=bool(fit_linear)
+        _step, derive=derive, likelihood=likelihood, fit_w0=fit_w0, fit_linear=fit_linear
     )
 
 
@@ -555,11 +557,13 @@ def gibbs(
     Rendle, S. (2012). Factorization machines with libFM. ACM TIST 3(3), 57.
     """
     hyper, num_levels = _check_settings(data, hyper, rank, likelihood, init_scale, num_levels)
-    test_arrays, num_test = _check_test(test, num_test, data)
-    fit_w0 = bool(fit_w0) and likelihood != "ordinal"
-    static = dict(likelihood=likelihood, fit_w0=fit_w0, fit_linear=bool(fit_linear))
-    if not sample_noise:
+    fit_w0 = check_flag(fit_w0, "fit_w0") and likelihood != "ordinal"
+    fit_linear = check_flag(fit_linear, "fit_linear")
+    static = dict(likelihood=likelihood, fit_w0=fit_w0, fit_linear=fit_linear)
+    pointwise = check_flag(pointwise_log_likelihood, "pointwise_log_likelihood")
+    if not check_flag(sample_noise, "sample_noise"):
         static["sample_noise"] = False
+    test_arrays, num_test = _check_test(test, num_test, data)
     y = concrete_or_none(data.y)
     return SamplingAlgorithm(
         init=bind(
@@ -587,7 +591,7 @@ def gibbs(
             test_arrays,
             likelihood=likelihood,
             num_test=int(num_test),
-            pointwise=bool(pointwise_log_likelihood),
+            pointwise=pointwise,
         ),
         spec=ArvizSpec(
             name=f"fm.gibbs.{likelihood}",

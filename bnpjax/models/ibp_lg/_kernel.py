@@ -12,7 +12,7 @@ import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
 from bnpjax.infer.capacity import growable, pad_fields
-from bnpjax.infer.checks import check_integer, is_positive_finite
+from bnpjax.infer.checks import check_flag, check_integer, is_positive_finite
 from bnpjax.models.ibp_lg.conditionals import entry_log_likelihood, sample_A
 from bnpjax.models.ibp_lg.data import IBPLGData, IBPLGHyper, IBPLGState, make_hyper
 
@@ -64,6 +64,9 @@ def resolve(
     for label, value in (("alpha", alpha), ("sigma_x", sigma_x), ("sigma_a", sigma_a)):
         if not is_positive_finite(value):
             raise ValueError(f"{label} must be positive, got {value!r}")
+    flags = _check_flags(sample_alpha, sample_sigma_x, sample_sigma_a, sample_offset)
+    trace_features = check_flag(trace_features, "trace_features")
+    pointwise_log_likelihood = check_flag(pointwise_log_likelihood, "pointwise_log_likelihood")
     kappa = check_integer(kappa, "kappa", 1)
     capacity = check_integer(capacity, "capacity", 1)
     num_init_features = min(check_integer(num_init_features, "num_init_features", 0), capacity)
@@ -71,18 +74,12 @@ def resolve(
     if not isinstance(hyper, IBPLGHyper):
         raise ValueError("hyper must come from bnpjax.models.ibp_lg.make_hyper")
     if alpha_prior is None:
-        sample_alpha = False
+        flags["sample_alpha"] = False
     elif not (isinstance(alpha_prior, str) and alpha_prior == FROM_HYPER):
-        if not sample_alpha:
+        if not flags["sample_alpha"]:
             raise ValueError("alpha_prior=(a, b) samples alpha: pass alpha_prior=None to fix it")
         shape, rate = make_hyper(alpha_prior=alpha_prior)[:2]
         hyper = hyper._replace(alpha_shape=shape, alpha_rate=rate)
-    flags = {
-        "sample_alpha": bool(sample_alpha),
-        "sample_sigma_x": bool(sample_sigma_x),
-        "sample_sigma_a": bool(sample_sigma_a),
-        "sample_offset": bool(sample_offset),
-    }
     _check_offset(data, flags["sample_offset"])
     return Settings(
         hyper=hyper,
@@ -93,9 +90,21 @@ def resolve(
         kappa=kappa,
         capacity=capacity,
         num_init_features=num_init_features,
-        trace_features=bool(trace_features),
-        pointwise_log_likelihood=bool(pointwise_log_likelihood),
+        trace_features=trace_features,
+        pointwise_log_likelihood=pointwise_log_likelihood,
     )
+
+
+def _check_flags(sample_alpha, sample_sigma_x, sample_sigma_a, sample_offset) -> dict:
+    """The sweep's switches as ``{name: bool}``; ``ValueError`` naming one that is not a
+    bool (a truthy string is not read as True)."""
+    given = {
+        "sample_alpha": sample_alpha,
+        "sample_sigma_x": sample_sigma_x,
+        "sample_sigma_a": sample_sigma_a,
+        "sample_offset": sample_offset,
+    }
+    return {name: check_flag(value, name) for name, value in given.items()}
 
 
 def _check_offset(data, sample_offset: bool):
@@ -155,6 +164,7 @@ def init(
     IBPLGState
     """
     del hyper
+    sample_offset = check_flag(sample_offset, "sample_offset")
     key_z, key_a = jax.random.split(key)
     N = data.X.shape[0]
     dtype = data.X.dtype
@@ -275,12 +285,7 @@ def build_algorithm(
 def sweep_step(step_fn, *, kappa, sample_alpha, sample_sigma_x, sample_sigma_a, sample_offset=True):
     """``step(key, state, data, hyper)`` of one sweep of ``step_fn`` (the ``build_step`` of
     both samplers: they differ only in how ``Z`` is swept)."""
-    flags = {
-        "sample_alpha": bool(sample_alpha),
-        "sample_sigma_x": bool(sample_sigma_x),
-        "sample_sigma_a": bool(sample_sigma_a),
-        "sample_offset": bool(sample_offset),
-    }
+    flags = _check_flags(sample_alpha, sample_sigma_x, sample_sigma_a, sample_offset)
     kappa = check_integer(kappa, "kappa", 1)
 
     return as_step(step_fn, kappa=kappa, flags=flags)

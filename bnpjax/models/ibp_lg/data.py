@@ -10,6 +10,7 @@ import numpy as np
 
 from bnpjax.infer.checks import (
     check_dtype_range,
+    check_flag,
     check_real_array,
     is_positive_finite,
     renamed_arguments,
@@ -141,6 +142,7 @@ def make_data(X, mask=None, *, center=None, standardize: bool = True) -> IBPLGDa
         Naming the argument.
     """
     X = check_real_array(X, "X", finite=False)
+    standardize = check_flag(standardize, "standardize")
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be a non-empty 2-D array (N, D), got shape {X.shape}")
     if mask is None:

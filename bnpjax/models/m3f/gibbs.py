@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
-from bnpjax.infer.checks import check_integer
+from bnpjax.infer.checks import check_flag, check_integer
 from bnpjax.infer.programs import WITHOUT_YNN_FUSIONS
 from bnpjax.models.m3f import linalg, scale
 from bnpjax.models.m3f.conditionals import (
@@ -262,6 +262,9 @@ def build_step(*, item_bias: bool = False, fixed_items: bool = False):
     callable
     """
 
+    item_bias = check_flag(item_bias, "item_bias")
+    fixed_items = check_flag(fixed_items, "fixed_items")
+
     def step(key, state, data, hyper):
         return _step(
             data, hyper, key, state, item_bias=item_bias, fixed_items=fixed_items, **_sizes(data)
@@ -287,6 +290,9 @@ def _gibbs(
     hyper = _check_common(data, hyper)
     if not (np.isfinite(init_scale) and init_scale >= 0):
         raise ValueError(f"init_scale must be >= 0, got {init_scale}")
+    keep_factors = check_flag(keep_factors, "keep_factors")
+    item_bias = check_flag(item_bias, "item_bias")
+    log_likelihood = check_flag(log_likelihood, "pointwise_log_likelihood")
     sizes = _sizes(data)
     rank, fixed = _fixed_items(
         item_factors, item_biases, item_bias, rank, sizes["num_items"], data.signs.dtype
@@ -306,10 +312,10 @@ def _gibbs(
             data,
             hyper,
             _test_arrays(test, data),
-            keep_factors=bool(keep_factors),
+            keep_factors=keep_factors,
             item_bias=item_bias,
             fixed_items=fixed_items,
-            log_likelihood=bool(log_likelihood),
+            log_likelihood=log_likelihood,
         ),
         spec=ArvizSpec(
             name="m3f.gibbs",

@@ -29,7 +29,7 @@ from jax.scipy.stats import gamma as gamma_distribution
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
 from bnpjax.infer.capacity import growable, pad_fields
-from bnpjax.infer.checks import check_integer, check_positive
+from bnpjax.infer.checks import check_flag, check_integer, check_positive
 from bnpjax.models.m3f import linalg
 from bnpjax.models.m3f.conditionals import (
     _dims,
@@ -390,6 +390,8 @@ def _ipm3f_gibbs(
     lambda_rate=0.0,
 ):
     hyper = _check_common(data, hyper)
+    keep_factors = check_flag(keep_factors, "keep_factors")
+    log_likelihood = check_flag(log_likelihood, "pointwise_log_likelihood")
     sizes = _sizes(data)
     private = {"lambda_rate": float(lambda_rate)} if lambda_rate else {}
     observed = _observed(data) if log_likelihood else {}
@@ -420,9 +422,9 @@ def _ipm3f_gibbs(
                 data,
                 hyper,
                 _test_arrays(test, data),
-                keep_factors=bool(keep_factors),
+                keep_factors=keep_factors,
                 fixed_items=True,
-                log_likelihood=bool(log_likelihood),
+                log_likelihood=log_likelihood,
             ),
             spec=ArvizSpec(
                 name="m3f.ipm3f_gibbs",
@@ -491,8 +493,8 @@ def _ipm3f_gibbs(
                 data,
                 hyper,
                 test_arrays,
-                keep_factors=bool(keep_factors),
-                log_likelihood=bool(log_likelihood),
+                keep_factors=keep_factors,
+                log_likelihood=log_likelihood,
             ),
             spec=spec,
         )

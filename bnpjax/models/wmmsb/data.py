@@ -13,6 +13,7 @@ import numpy as np
 from bnpjax.infer.base import concrete_or_none
 from bnpjax.infer.checks import (
     check_dtype_range,
+    check_flag,
     check_integer,
     check_real_array,
     renamed_arguments,
@@ -246,6 +247,8 @@ def _network_source(num_nodes, src, dst, weight, directed):
     """``(N, src, dst, weight, directed)`` from the forms :func:`make_network` takes: a node
     count and an edge list, a ``scipy.sparse`` matrix, or a
     :class:`bnpjax.datasets.Network`."""
+    if directed is not None:
+        directed = check_flag(directed, "directed")
     if is_sparse_matrix(num_nodes):
         if src is not None or dst is not None or weight is not None:
             raise ValueError("src/dst/weight: give either a sparse matrix or an edge list")
@@ -458,6 +461,9 @@ def make_data(
     WMMSBData
     """
     _check_likelihood(likelihood)
+    explicit = check_flag(explicit, "explicit")
+    if directed is not None:
+        directed = check_flag(directed, "directed")
     if np.asarray(Y).dtype == bool:
         raise ValueError("Y must be numeric counts, got booleans (pass Y.astype(int))")
     Y = check_real_array(Y, "Y", finite=False)
