@@ -176,6 +176,8 @@ def test_flags_must_be_bools():
         ibp_lg.collapsed_gibbs.init(jax.random.key(0), data, sample_offset="no")
     alg = ibp_lg.collapsed_gibbs(data, sample_offset=np.False_, trace_features=np.True_)
     assert alg.spec.settings["sample_offset"] is False
+    with pytest.raises(ValueError, match="integrate_offset must be True or False"):
+        ibp_lg.feature_means({}, data, integrate_offset="no")
 
 
 def _first_step(algorithm):

@@ -101,6 +101,9 @@ def test_make_network_rejects_bad_input():
         wmmsb.make_network(1, [0], [1], directed=True)
     with pytest.raises(ValueError, match="rank"):
         wmmsb.make_hyper(0)
+    for alpha in (np.ones(3), np.ones((2, 2)), "x"):  # NumPy's broadcast error named nothing
+        with pytest.raises(ValueError, match=r"alpha must be a number or an array of shape"):
+            wmmsb.make_hyper(2, alpha=alpha)
     with pytest.raises(ValueError, match="likelihood"):
         wmmsb.make_network(3, [0], [1], [2], directed=True, likelihood="bernouli")
     with pytest.raises(ValueError, match="likelihood"):

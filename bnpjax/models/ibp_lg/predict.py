@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bnpjax.infer.checks import check_flag
 from bnpjax.infer.predictive import map_draws, posterior_draws
 from bnpjax.models.ibp_lg.conditionals import entry_log_likelihood
 from bnpjax.models.ibp_lg.data import IBPLGData
@@ -178,6 +179,8 @@ def feature_means(draws, data: IBPLGData, *, integrate_offset=None) -> np.ndarra
     Griffiths & Ghahramani (2011), sec. 5 (the posterior of ``A`` given ``Z``).
     """
     _check_data(data)
+    if integrate_offset is not None:
+        integrate_offset = check_flag(integrate_offset, "integrate_offset")
     arrays = _arrays(draws, ["Z", "sigma_x", "sigma_a"], data)
     X, mask = data.X, data.mask
     scale = float(data.scale)

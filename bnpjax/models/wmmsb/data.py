@@ -131,11 +131,17 @@ def make_hyper(
     """
     rank = check_integer(rank, "rank", 1)
     _check_likelihood(likelihood)
-    alpha = (
-        np.full(rank, 1.0 / rank)
-        if alpha is None
-        else np.broadcast_to(np.asarray(alpha, float), rank)
-    )
+    if alpha is None:
+        alpha = np.full(rank, 1.0 / rank)
+    else:
+        given = alpha
+        try:
+            alpha = np.broadcast_to(np.asarray(given, float), rank)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"alpha must be a number or an array of shape (rank,) = ({rank},), got "
+                f"{np.shape(given) if np.ndim(given) else repr(given)}"
+            ) from None
     if r is None:
         r = 1.0
     if p is None:
