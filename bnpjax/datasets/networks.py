@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bnpjax.datasets.home import DataNotFoundError, get_data_home
-from bnpjax.infer.checks import check_integer
+from bnpjax.infer.checks import check_flag, check_integer
 from bnpjax.infer.edges import (
     check_edge_list,
     edges_from_sparse,
@@ -98,6 +98,8 @@ def read_edge_list(
     header when its third cell is not a number, or when its two names are not integers while
     every other row's are (``source,target`` above integer ids); False keeps it as an edge
     (nodes may be named anything); True drops it."""
+    if header is not None:
+        header = check_flag(header, "header")
     rows = []
     with open(path) as handle:
         for number, line in enumerate(handle, 1):

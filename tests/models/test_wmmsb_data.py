@@ -66,6 +66,8 @@ def test_read_edge_list_header(tmp_path):
     path.write_text("alice bob\nbob carol\n")
     assert read_edge_list(path, directed=True).num_nodes == 3
     assert read_edge_list(path, directed=True, header=True).num_nodes == 2
+    with pytest.raises(ValueError, match="header must be True or False"):
+        read_edge_list(path, directed=True, header="yes")
 
 
 @pytest.mark.parametrize(
