@@ -268,6 +268,11 @@ def fit(args) -> int:
         if value is not None and value < (0 if zero_allowed else 1):
             low = "0" if zero_allowed else "1"
             raise UsageError(f"--{option.replace('_', '-')} must be at least {low}, got {value}")
+    if args.init_features is not None and args.init_features > args.capacity:
+        raise UsageError(
+            f"--init-features ({args.init_features}) exceeds --capacity ({args.capacity}): "
+            "the start must fit the buffer; raise --capacity"
+        )
     temperatures = _temperatures(args.temperatures)
     hyper = _hyper(args.sigma_w_prior)
     data = ilfm.make_data(_read_links(args))

@@ -118,6 +118,7 @@ def test_an_option_is_taken_or_refused_in_one_line_naming_it(
     [  # found by enumerating every option with every value above (2026-11-26)
         ("ilfm", "--num-entities", str(2**70)),  # the size error named --data
         ("ilfm", "--init-features", "-1"),  # named the library's num_init_features
+        ("ilfm", "--init-features", "1000"),  # past --capacity: named num_init_features
         ("m3f", "--margin", "1e39"),  # a NumPy overflow warning printed before the error
         ("wmmsb", "--rank", str(2**70)),  # "Maximum allowed dimension exceeded"
     ],
