@@ -107,7 +107,7 @@ def _read_ratings(args):
     """The training and test tables (test None), their 0-based (user, item) ids, the target
     column."""
     header = False if args.no_header else None
-    train = read_table(args.data, "--train", header=header)
+    train = read_table(args.data, "--data", header=header)
     if len(train.columns) < 3:
         raise UsageError("--train: needs columns user, item and a target")
     j = 2 if args.target is None else train.index(args.target, "--target")

@@ -116,6 +116,8 @@ def add_fit_arguments(parser) -> None:
 def fit(args) -> int:
     from bnpjax.metrics import nmae_uniform
 
+    if args.sampler == "m3f" and args.rank < 1:  # the option's name, not the library's
+        raise UsageError(f"--rank must be at least 1, got {args.rank}")
     header = False if args.no_header else None
     tables = [read_table(args.data, header=header)]
     if args.test:

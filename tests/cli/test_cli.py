@@ -269,8 +269,10 @@ def test_demo_and_fit_fm(tmp_path, capsys):
     idata = az.from_netcdf(str(out))
     assert idata.sample_stats["yhat_test"].shape == (1, 20, 100)
     (tmp_path / "bad.csv").write_text("user,item,rating\n1.5,2,3\n")
-    assert main(["fit", "fm", "--train", str(tmp_path / "bad.csv"), *argv]) == 2
-    assert "line 2, column 'user': 1.5 is not an id" in capsys.readouterr().err
+    assert main(["fit", "fm", "--data", str(tmp_path / "bad.csv"), *argv]) == 2
+    err = capsys.readouterr().err  # the option's name as documented (--train is its alias)
+    assert err.startswith("bnpjax: error: --data:"), err
+    assert "line 2, column 'user': 1.5 is not an id" in err
 
 
 def test_demo_and_fit_ilfm(tmp_path, capsys):

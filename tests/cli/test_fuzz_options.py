@@ -113,6 +113,12 @@ def test_an_option_is_taken_or_refused_in_one_line_naming_it(
     assert named, f"fit {model} {option} {value!r}: the error names no option: {err}"
 
 
+def test_m3f_rank_is_named_as_the_option(tmp_path, stop_at_sampling, capsys):
+    # the library's "rank must be ..." named no option of the command
+    assert _run(tmp_path, "m3f", ["--rank", "0"]) == 2
+    assert capsys.readouterr().err.startswith("bnpjax: error: --rank must be at least 1")
+
+
 @pytest.mark.parametrize(
     ("model", "option", "value"),
     [  # found by enumerating every option with every value above (2026-11-26)
