@@ -35,6 +35,8 @@ def test_bad_input_is_rejected_naming_the_argument():
         lr.make_hyper(2, mean=[0.0, 1.0, 2.0])
     with pytest.raises(ValueError, match="feature_names"):
         lr.gibbs(lr.make_data(X, np.ones(5)), feature_names=["a"])
+    with pytest.raises(ValueError, match=r"feature_names must be distinct, got \['a'\]"):
+        lr.gibbs(lr.make_data(X, np.ones(5)), feature_names=["a", "a"])
 
 
 def test_inference_data_groups_dims_and_tools(tmp_path):

@@ -176,6 +176,9 @@ def gibbs(
     names = list(feature_names) if feature_names is not None else list(range(p))
     if len(names) != p:
         raise ValueError(f"feature_names must have {p} entries, got {len(names)}")
+    repeated = sorted({str(n) for n in names if names.count(n) > 1})
+    if repeated:  # the coordinates of beta would share a label, and ArviZ select the first
+        raise ValueError(f"feature_names must be distinct, got {repeated} more than once")
     observed = concrete_or_none(data.observed)
     spec = ArvizSpec(
         name="linear_regression.gibbs",
