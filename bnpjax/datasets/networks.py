@@ -133,8 +133,8 @@ def read_edge_list(
     except ValueError:
         labels = list(dict.fromkeys(names))
     index = {name_: k for k, name_ in enumerate(labels)}
-    src = np.array([index[str(int(r[0])) if r[0].lstrip("-").isdigit() else r[0]] for r in rows])
-    dst = np.array([index[str(int(r[1])) if r[1].lstrip("-").isdigit() else r[1]] for r in rows])
+    src = np.array([index[str(int(r[0])) if _is_integer(r[0]) else r[0]] for r in rows])
+    dst = np.array([index[str(int(r[1])) if _is_integer(r[1]) else r[1]] for r in rows])
     weight = np.array([float(r[2]) for r in rows])
     bad = ~np.isfinite(weight) | (weight <= 0) | (weight != np.round(weight))
     if np.any(bad):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import numbers
 import os
 import warnings
 from collections.abc import Callable
@@ -24,6 +25,7 @@ __all__ = [
     "check_positive_if_concrete",
     "check_real_array",
     "check_seed",
+    "check_start_scale",
     "concrete",
     "deprecated_alias",
     "is_positive_finite",
@@ -255,6 +257,22 @@ def check_dtype_range(array, name: str, dtype=None) -> None:
             f"{name} holds {largest:.3g}, beyond the largest {dtype} ({limit:.3g}) this run "
             f"computes in; {advice}"
         )
+
+
+def check_start_scale(value, name: str) -> float:
+    """The sd of a model's random start of its factors: a real number, finite, >= 0 and in
+    range for the run's dtype; else a ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(
+            f"{name} must be a number >= 0 (the sd of the factors' start), got {value!r}"
+        )
+    value = float(value)  # an integer too large for NumPy's isfinite is still a number
+    if not (np.isfinite(value) and value >= 0):
+        raise ValueError(
+            f"{name} must be finite and >= 0 (the sd of the factors' start), got {value!r}"
+        )
+    check_dtype_range(np.float64(value), name)
+    return float(value)
 
 
 def check_real_array(value, name: str, *, finite: bool = True, ndim=None) -> np.ndarray:

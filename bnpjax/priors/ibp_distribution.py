@@ -109,11 +109,12 @@ class IndianBuffetProcess(Distribution):
         num_rows = check_integer(num_rows, "num_rows")
         if form not in ("lof", "buffet"):
             raise ValueError(f"form must be 'lof' or 'buffet', got {form!r}")
-        given = concrete_or_none(alpha)
-        if given is not None and np.asarray(given).dtype.kind not in "iuf":
+        concrete = concrete_or_none(alpha)
+        if concrete is not None and np.asarray(concrete).dtype.kind not in "iuf":
             raise ValueError(f"alpha must be a positive number, got {alpha!r}")
+        if concrete is not None and not np.all(np.isfinite(concrete) & (concrete > 0)):
+            raise ValueError(f"alpha must be positive and finite, got {concrete!r}")
         if capacity is None:
-            concrete = concrete_or_none(alpha)
             if concrete is None:
                 raise ValueError(
                     "capacity must be given when alpha is a traced value (inside a model "
@@ -121,9 +122,6 @@ class IndianBuffetProcess(Distribution):
                 )
             capacity = capacity_for(float(np.max(concrete)), num_rows)
         capacity = check_integer(capacity, "capacity")
-        concrete = concrete_or_none(alpha)
-        if concrete is not None and not np.all(np.isfinite(concrete) & (concrete > 0)):
-            raise ValueError(f"alpha must be positive and finite, got {concrete!r}")
         self.alpha = jnp.asarray(alpha, jnp.result_type(float))
         self.num_rows = num_rows
         self.capacity = capacity

@@ -8,14 +8,17 @@ names.
 
 from __future__ import annotations
 
-import numbers
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.checks import check_dtype_range, check_flag, check_positive, check_real_array
+from bnpjax.infer.checks import (
+    check_flag,
+    check_positive,
+    check_real_array,
+)
 from bnpjax.infer.scaling import location_scale
 from bnpjax.models.fm.layout import (
     FMBlock,
@@ -152,18 +155,6 @@ def make_hyper(
             check_positive(value, name)
     dtype = jnp.result_type(float)
     return FMHyper(**{k: device_array(v, dtype) for k, v in values.items()})
-
-
-def check_start_scale(value, name: str) -> float:
-    """The sd of the factors' random start: a real number, finite, >= 0 and in range for the
-    run's dtype; else a ``ValueError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number >= 0 (the sd of V's start), got {value!r}")
-    value = float(value)  # an integer too large for NumPy's isfinite is still a number
-    if not (np.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be finite and >= 0 (the sd of V's start), got {value!r}")
-    check_dtype_range(np.float64(value), name)
-    return float(value)
 
 
 def _groups(group_shapes, num_features: int) -> np.ndarray:

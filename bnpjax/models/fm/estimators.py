@@ -35,11 +35,11 @@ import numpy as np
 from scipy.special import ndtr  # on the host, in float64
 
 from bnpjax.infer import run, to_inference_data
-from bnpjax.infer.checks import check_flag, check_integer, key_from_random_state
+from bnpjax.infer.checks import check_integer, check_start_scale, key_from_random_state
 from bnpjax.infer.diagnostics import check_convergence
 from bnpjax.infer.programs import jit
 from bnpjax.models.fm.conditionals import _predict_coo
-from bnpjax.models.fm.data import check_start_scale, check_targets, make_data, make_hyper
+from bnpjax.models.fm.data import check_targets, make_data, make_hyper
 from bnpjax.models.fm.gibbs import gibbs
 from bnpjax.models.fm.layout import RelationBlock, relation_design, relation_widths, to_coo
 
@@ -107,8 +107,6 @@ class _BayesianFM:
             raise ValueError(f"n_kept_samples must be an integer in 1..n_iter, got {n_kept!r}")
         check_integer(self.rank, "rank", 0)
         check_start_scale(self.init_stdev, "init_stdev")
-        for name in ("fit_w0", "fit_linear", "progress_bar", "bucket_shapes"):
-            check_flag(getattr(self, name), name)
         if y_test is not None and X_test is None:
             raise ValueError("y_test needs X_test: it is scored against the predictions for X_test")
         targets = self._encode(y)

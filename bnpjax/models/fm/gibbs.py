@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, as_step, bind, concrete_or_none
-from bnpjax.infer.checks import check_flag, check_integer, renamed_arguments
+from bnpjax.infer.checks import check_flag, check_integer, check_start_scale, renamed_arguments
 from bnpjax.infer.programs import WITHOUT_YNN_FUSIONS
 from bnpjax.models.fm.conditionals import (
     FACTOR_SCALE_STEPS,
@@ -66,7 +66,6 @@ from bnpjax.models.fm.data import (
     FMHyper,
     FMInfo,
     FMState,
-    check_start_scale,
     check_targets,
     make_hyper,
 )

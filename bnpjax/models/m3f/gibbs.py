@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnpjax.infer.base import ArvizSpec, SamplingAlgorithm, bind
-from bnpjax.infer.checks import check_flag, check_integer
+from bnpjax.infer.checks import check_flag, check_integer, check_start_scale
 from bnpjax.infer.programs import WITHOUT_YNN_FUSIONS
 from bnpjax.models.m3f import linalg, scale
 from bnpjax.models.m3f.conditionals import (
@@ -244,7 +244,8 @@ def init(
     rank, fixed = _fixed_items(
         item_factors, item_biases, False, rank, _sizes(data)["num_items"], data.signs.dtype
     )
-    return _init(data, hyper, fixed, key, rank=rank, init_scale=float(init_scale), **_sizes(data))
+    init_scale = check_start_scale(init_scale, "init_scale")
+    return _init(data, hyper, fixed, key, rank=rank, init_scale=init_scale, **_sizes(data))
 
 
 def build_step(*, item_bias: bool = False, fixed_items: bool = False):
@@ -288,8 +289,7 @@ def _gibbs(
     lambda_rate=0.0,
 ):
     hyper = _check_common(data, hyper)
-    if not (np.isfinite(init_scale) and init_scale >= 0):
-        raise ValueError(f"init_scale must be >= 0, got {init_scale}")
+    init_scale = check_start_scale(init_scale, "init_scale")
     keep_factors = check_flag(keep_factors, "keep_factors")
     item_bias = check_flag(item_bias, "item_bias")
     log_likelihood = check_flag(log_likelihood, "pointwise_log_likelihood")

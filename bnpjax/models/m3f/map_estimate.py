@@ -15,8 +15,6 @@ collaborative prediction. ICML.
 
 from __future__ import annotations
 
-import math
-import numbers
 import warnings
 from typing import Any, NamedTuple
 
@@ -24,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from bnpjax.infer.base import ArvizSpec, bind
-from bnpjax.infer.checks import check_integer, check_positive
+from bnpjax.infer.checks import check_integer, check_positive, check_start_scale
 from bnpjax.infer.variational import VariationalAlgorithm, fit
 from bnpjax.models.m3f.conditionals import _scores
 from bnpjax.models.m3f.data import M3FData, _sizes
@@ -77,18 +75,6 @@ def _optimizer():
     import optax
 
     return optax.lbfgs()
-
-
-def _check_init_scale(value) -> float:
-    """The sd of the factors' start, a finite number >= 0 (as Gibbs M3F asks); else
-    ``ValueError``."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not (math.isfinite(value) and value >= 0)
-    ):
-        raise ValueError(f"init_scale must be a finite number >= 0, got {value!r}")
-    return float(value)
 
 
 def _init(data, fixed_V, key, *, rank, num_users, num_items, init_scale):
@@ -151,7 +137,14 @@ def init(
     dtype = data.signs.dtype
     rank, fixed = _fixed_items(item_factors, None, False, rank, sizes["num_items"], dtype)
     fixed_V = None if fixed is None else fixed[0]
-    return _init(data, fixed_V, key, rank=rank, init_scale=_check_init_scale(init_scale), **sizes)
+    return _init(
+        data,
+        fixed_V,
+        key,
+        rank=rank,
+        init_scale=check_start_scale(init_scale, "init_scale"),
+        **sizes,
+    )
 
 
 def build_step(*, reg: float = 1.0, item_factors=None):
@@ -221,7 +214,12 @@ def map_estimate(
     fixed_V = None if fixed is None else fixed[0]
     return VariationalAlgorithm(
         init=bind(
-            _init, data, fixed_V, rank=rank, init_scale=_check_init_scale(init_scale), **sizes
+            _init,
+            data,
+            fixed_V,
+            rank=rank,
+            init_scale=check_start_scale(init_scale, "init_scale"),
+            **sizes,
         ),
         step=bind(_step, data, fixed_V, jnp.asarray(reg, dtype)),
         trace=_trace,

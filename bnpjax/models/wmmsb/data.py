@@ -134,13 +134,12 @@ def make_hyper(
     if alpha is None:
         alpha = np.full(rank, 1.0 / rank)
     else:
-        given = alpha
         try:
-            alpha = np.broadcast_to(np.asarray(given, float), rank)
+            alpha = np.broadcast_to(np.asarray(alpha, float), rank)
         except (TypeError, ValueError):
             raise ValueError(
                 f"alpha must be a number or an array of shape (rank,) = ({rank},), got "
-                f"{np.shape(given) if np.ndim(given) else repr(given)}"
+                f"{np.shape(alpha) if np.ndim(alpha) else repr(alpha)}"
             ) from None
     if r is None:
         r = 1.0
