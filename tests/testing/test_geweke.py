@@ -74,3 +74,51 @@ def test_exact_start_rejects_bad_settings():
         exact_start_test(
             jax.random.key(0), prior_sample=None, data_sample=None, kernel=None, num_steps=0
         )
+
+
+# --------------------------------------------------------------------------------------------
+# the ESS floor: a kernel that hardly moves cannot pass for want of evidence
+
+
+def _successive(step_scale, num_successive=400):
+    from bnpjax.infer import SamplingAlgorithm
+
+    def kernel(y):
+        def log_target(theta):
+            return -0.5 * theta**2 - 0.5 * (y - theta) ** 2
+
+        def step(key, theta):
+            k_prop, k_acc = jax.random.split(key)
+            proposal = theta + step_scale * jax.random.normal(k_prop)
+            accept = jnp.log(jax.random.uniform(k_acc)) < log_target(proposal) - log_target(theta)
+            return jnp.where(accept, proposal, theta), None
+
+        return SamplingAlgorithm(init=None, step=step)
+
+    return geweke_test(
+        jax.random.key(3),
+        prior_sample=lambda key: jax.random.normal(key),
+        data_sample=lambda key, theta: theta + jax.random.normal(key),
+        kernel=kernel,
+        test_functions=lambda theta, y: {"theta": theta, "theta y": theta * y},
+        num_marginal=4000,
+        num_successive=num_successive,
+        num_chains=4,
+        burn_in=0,
+    )
+
+
+def test_a_kernel_that_hardly_moves_is_not_passed():
+    # an exact kernel with steps of 0.002 (the posterior's sd is 0.7): its z-scores stay
+    # small because its ESS is tiny; the floor turns that into "not passed", and says why
+    sticky = _successive(0.002)
+    assert sticky.max_abs_z < sticky.threshold, str(sticky)  # what passed before the floor
+    assert sticky.too_few_draws and not sticky.passed, str(sticky)
+    assert "ESS below 100" in str(sticky)
+    moving = _successive(1.0)
+    assert moving.passed and not moving.too_few_draws, str(moving)
+
+
+def test_min_ess_is_checked():
+    with pytest.raises(ValueError, match="min_ess"):
+        geweke_test(jax.random.key(0), prior_sample=None, data_sample=None, kernel=None, min_ess=-1)
