@@ -32,6 +32,7 @@ A model needs to provide only a prior sampler, a data sampler and its kernel fac
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from collections.abc import Callable, Mapping
 from functools import partial
@@ -231,8 +232,10 @@ def geweke_test(
     Rank-normalization, folding, and localization: an improved R-hat for assessing
     convergence of MCMC. Bayesian Analysis 16(2), 667-718.
     """
-    if not (isinstance(min_ess, int | float) and not isinstance(min_ess, bool)) or not (
-        min_ess >= 0 and math.isfinite(min_ess)
+    if (
+        not isinstance(min_ess, numbers.Real)
+        or isinstance(min_ess, bool)
+        or not (min_ess >= 0 and math.isfinite(min_ess))
     ):
         raise ValueError(f"min_ess must be a finite number >= 0, got {min_ess!r}")
     for name, value, minimum in (
