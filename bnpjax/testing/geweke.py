@@ -60,7 +60,9 @@ class GewekeResult(NamedTuple):
     """Per test function: the two means, the standard error of their difference, the z-score
     and the successive-conditional ESS; ``threshold`` is the Bonferroni ``|z|`` bound and
     ``min_ess`` the ESS below which a statistic's z is not trusted (the test is then not
-    passed, whatever its z: :func:`geweke_test`)."""
+    passed, whatever its z: :func:`geweke_test`; 0, no floor, for
+    :func:`exact_start_test`, whose chains are independent). ``too_few_draws`` lists the
+    statistics below the floor and ``max_abs_z`` is the largest ``|z|``."""
 
     mean_marginal: dict[str, float]
     mean_successive: dict[str, float]
@@ -96,8 +98,8 @@ class GewekeResult(NamedTuple):
         low = self.too_few_draws
         if low:
             verdict += (
-                f" (ESS below {self.min_ess:.0f} for {', '.join(low)}: too few effective "
-                "draws to trust their z; run longer successive-conditional chains)"
+                f" (ESS below {self.min_ess:g} for {', '.join(low)}: too few effective "
+                "draws to trust their z; run longer or more successive-conditional chains)"
             )
         lines.append(f"max |z| = {self.max_abs_z:.2f}, threshold {self.threshold:.2f}: {verdict}")
         return "\n".join(lines)
@@ -214,8 +216,10 @@ def geweke_test(
         the smallest successive-conditional ESS (over all chains) a statistic may have. Below
         it the test is not passed, whatever the z-scores: a kernel that barely moves has a
         tiny ESS, hence a wide standard error and a small z, and Geyer's ESS estimate is itself
-        unreliable there (Vehtari et al. 2021 ask for at least 100 per chain for R-hat; here
-        a floor on the whole run's ESS, since the chains are pooled).
+        unreliable there. Vehtari et al. (2021) ask for an ESS above 100 per chain before the
+        R-hat and ESS estimates are trusted; this floor is on the pooled chains' ESS, so with
+        many short chains it is the weaker condition (a floor for the estimate's worst
+        failures, not a guarantee of its accuracy). 0 turns it off.
 
     Returns
     -------
@@ -352,12 +356,13 @@ def exact_start_test(
     GewekeResult
         ``mean_marginal``: the test functions' means at the exact starts; ``mean_successive``:
         after ``num_steps`` iterations; ``ess_successive``: ``num_chains`` (independent
-        differences); ``threshold``: the Bonferroni bound on ``|z|``.
+        differences); ``threshold``: the Bonferroni bound on ``|z|``; ``min_ess``: 0 (no
+        floor: the chains are independent).
 
     References
     ----------
     Geweke, J. (2004). Getting it right: joint distribution tests of posterior simulators.
-    *JASA* 99, 799-804.
+    *JASA* 99(467), 799-804.
     Grosse, R. B. & Duvenaud, D. K. (2014). Testing MCMC code. *NIPS Workshop on Software
     Engineering for Machine Learning*.
     """
@@ -438,6 +443,8 @@ class GewekeCase(NamedTuple):
         margin (None: no twin for this row, which the table reports).
     num_marginal, num_successive, num_chains, steps_per_iteration, burn_in, seed
         the simulators' sizes and the key.
+    min_ess
+        the ESS floor of :func:`geweke_test` (default 100).
     broken_num_successive
         the successive-conditional simulator's length for the broken twin (default:
         ``num_successive``). A slip the table is meant to catch moves the statistics by many
@@ -460,6 +467,7 @@ class GewekeCase(NamedTuple):
     burn_in: int = 200
     seed: int = 0
     broken_num_successive: int | None = None
+    min_ess: float = MIN_ESS
 
 
 def run_geweke_case(case: GewekeCase, *, broken: bool = False) -> GewekeResult:
@@ -482,4 +490,5 @@ def run_geweke_case(case: GewekeCase, *, broken: bool = False) -> GewekeResult:
         num_chains=case.num_chains,
         steps_per_iteration=case.steps_per_iteration,
         burn_in=case.burn_in,
+        min_ess=case.min_ess,
     )

@@ -85,6 +85,7 @@ def _run(case, broken, precision, run_geweke_case):
             passed=bool(result.passed),
             worst=worst,
             nonfinite=[k for k, v in result.z.items() if not np.isfinite(v)],
+            too_few_draws=result.too_few_draws,
         )
     line.update(precision=precision, broken=broken, seconds=round(time.perf_counter() - start, 1))
     print(json.dumps(line), flush=True)
