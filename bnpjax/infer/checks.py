@@ -21,6 +21,7 @@ __all__ = [
     "check_finite_tree",
     "check_integer",
     "check_integer_array",
+    "check_nonnegative",
     "check_positive",
     "check_positive_if_concrete",
     "check_real_array",
@@ -259,20 +260,24 @@ def check_dtype_range(array, name: str, dtype=None) -> None:
         )
 
 
+def check_nonnegative(value, name: str, meaning: str = "") -> float:
+    """``value`` as a ``float`` if it is one real number, finite and >= 0; else a
+    ``ValueError`` naming ``name`` (and saying what it is, ``meaning``, when given)."""
+    what = f" ({meaning})" if meaning else ""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number >= 0{what}, got {value!r}")
+    value = float(value)  # an integer too large for NumPy's isfinite is still a number
+    if not (np.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be finite and >= 0{what}, got {value!r}")
+    return value
+
+
 def check_start_scale(value, name: str) -> float:
     """The sd of a model's random start of its factors: a real number, finite, >= 0 and in
     range for the run's dtype; else a ``ValueError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(
-            f"{name} must be a number >= 0 (the sd of the factors' start), got {value!r}"
-        )
-    value = float(value)  # an integer too large for NumPy's isfinite is still a number
-    if not (np.isfinite(value) and value >= 0):
-        raise ValueError(
-            f"{name} must be finite and >= 0 (the sd of the factors' start), got {value!r}"
-        )
+    value = check_nonnegative(value, name, "the sd of the factors' start")
     check_dtype_range(np.float64(value), name)
-    return float(value)
+    return value
 
 
 def check_real_array(value, name: str, *, finite: bool = True, ndim=None) -> np.ndarray:

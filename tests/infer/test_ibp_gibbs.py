@@ -362,8 +362,8 @@ def test_exact_start_of_the_default_block(broken):
     check of the whole composition, the block's targets built from the model included, whose
     standard error does not rest on an ESS estimate. At 2000, seeds 0 and 1: max |z| 1.32 and
     1.29 (sigma_x^2 -1.27 and within the bound: the low sigma_x^2 of one long run was not a
-    bias); the twin 21.0 (K+),
-    threshold 3.26 (2026-11-27, about 190 s each on one core, compilation most of it).
+    bias); the twin 21.0 (K+), threshold 3.26 (2026-11-27, about 190 s each on one core,
+    compilation most of it).
     Capacity 24: with the anchored splits (default since) 2 of the 2000 chains reached the
     16 columns of the other tests' model and proposed a split there, which flags the buffer
     (a probe of the same chains: the largest K+ at the start 12, over the 20 steps 15). At 24,

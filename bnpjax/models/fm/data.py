@@ -14,11 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnpjax.infer.checks import (
-    check_flag,
-    check_positive,
-    check_real_array,
-)
+from bnpjax.infer.checks import check_flag, check_positive, check_real_array
 from bnpjax.infer.scaling import location_scale
 from bnpjax.models.fm.layout import (
     FMBlock,
