@@ -85,11 +85,12 @@ def _reader_gone(stream) -> bool:
 
 
 def _use_cores(commands) -> None:
-    """Chains on several cores: ``BNPJAX_CPU_DEVICES`` CPU devices when set, else one per
-    core for the models whose module sets ``CPU_CORES`` (checked and measured faster split:
-    ``benchmarks/cpu_devices.py`` and the demos; a single variational fit, as WMMSB's demo,
-    or a model with one chain gains nothing and stays on one device); nothing when JAX already runs
-    (``main`` called from Python) or ``XLA_FLAGS`` chose (:func:`bnpjax.infer.use_cpu_cores`)."""
+    """Chains on several cores: ``BNPJAX_CPU_DEVICES`` CPU devices when set, else
+    :func:`_cpu_devices` for the models whose module sets ``CPU_CORES`` (checked and measured
+    faster split: ``benchmarks/cpu_devices.py`` and the demos; a single variational fit, as
+    WMMSB's demo, or a model with one chain gains nothing and stays on one device); nothing
+    when JAX already runs (``main`` called from Python) or ``XLA_FLAGS`` chose
+    (:func:`bnpjax.infer.use_cpu_cores`)."""
     import os
 
     from bnpjax.infer.sharding import CPU_DEVICES_VARIABLE, use_cpu_cores
@@ -98,7 +99,18 @@ def _use_cores(commands) -> None:
     if chosen and not (chosen.isdigit() and int(chosen) >= 1):
         raise UsageError(f"{CPU_DEVICES_VARIABLE} must be a whole number >= 1, got {chosen!r}")
     if chosen or getattr(commands, "CPU_CORES", False):
-        use_cpu_cores(int(chosen) if chosen else None, quiet=True)
+        use_cpu_cores(int(chosen) if chosen else _cpu_devices(commands), quiet=True)
+
+
+def _cpu_devices(commands) -> int:
+    """The CPU devices for a model that sets ``CPU_CORES``: one per core, or
+    ``CPU_DEVICES_PER_CORE`` per core where its module sets that (the ILFM's tempered chains:
+    a device's sweep is a long chain of tiny operations, and two devices on a core run one's
+    operations in the other's gaps; the driver then splits the chains over as many devices as
+    divide their number)."""
+    from bnpjax.infer.sharding import usable_cores
+
+    return usable_cores() * getattr(commands, "CPU_DEVICES_PER_CORE", 1)
 
 
 def _main(argv: list[str]) -> int:

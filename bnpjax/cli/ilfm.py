@@ -22,6 +22,11 @@ from bnpjax.infer.checks import check_allocation
 
 #: chains on every core (bnpjax.cli._use_cores): checked and measured faster split
 CPU_CORES = True
+#: two CPU devices per core: the demo's 4 chains x 4 temperatures on a 2-core CPU sample in
+#: 9.9-10.6 s over 4 devices against 12.9-13.3 s over 2, the same draws (three alternating
+#: pairs of fresh processes, 2026-12-01); WMMSB's, the FM's, M3F's and the IBP's demos gain
+#: nothing from it and keep one device per core
+CPU_DEVICES_PER_CORE = 2
 DEMO_HELP = "latent feature relational model: link prediction on a planted network"
 FIT_HELP = "ILFM link prediction on an edge list or adjacency file"
 # replica exchange over DEMO_TEMPERATURES, 4 x (300 + 700): without it, chains stay in other

@@ -229,6 +229,12 @@ def test_the_command_runs_chains_on_the_cores(tmp_path):
     from bnpjax.cli import load
 
     assert all(load(name).CPU_CORES for name in ("ilfm", "fm", "ibp", "m3f"))
+    # the ILFM's tempered chains take two devices per core, the others one
+    from bnpjax.cli import _cpu_devices
+    from bnpjax.infer.sharding import usable_cores
+
+    assert _cpu_devices(load("ilfm")) == 2 * usable_cores()
+    assert _cpu_devices(load("fm")) == usable_cores()
     bad = _fresh(code.replace("sys.argv[1:]", repr(args)), BNPJAX_CPU_DEVICES="two")
     assert bad.returncode == 2 and "BNPJAX_CPU_DEVICES" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
